@@ -1,0 +1,35 @@
+# gpu-perf-lab: the two commands a newcomer needs, and the GPU run.
+#   make lab       open the curriculum in JupyterLab (sets up .venv on first use)
+#   make test      unit tests + every notebook at smoke scale (what CI runs)
+#   make test-gpu  every notebook at full scale on a GPU node; writes results/<gpu>.json
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test test-unit test-notebooks test-gpu wheelhouse clean
+
+$(STAMP): pyproject.toml scripts/bootstrap.sh
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/bootstrap.sh
+
+lab: $(STAMP)
+	VENV=$(VENV) scripts/lab.sh
+
+test: $(STAMP)
+	$(MAKE) --no-print-directory test-unit test-notebooks
+
+test-unit: $(STAMP)
+	HELPERS_SCALE=smoke $(PY) -m pytest -q tests
+
+test-notebooks: $(STAMP)
+	HELPERS_SCALE=smoke $(PY) -m pytest -q --nbval-lax --nbval-current-env notebooks
+
+test-gpu: $(STAMP)
+	$(PY) scripts/gpu_test.py
+
+wheelhouse:
+	scripts/wheelhouse.sh .whl
+
+clean:
+	rm -rf $(VENV) build results/local

@@ -1,0 +1,187 @@
+"""Measuring right: GPU timing, device ceilings, FLOPs and MFU.
+
+GPU work is asynchronous: ``time.time()`` around a kernel launch measures the
+launch, not the work. :func:`time_it` records CUDA events around each repeat
+(on a CPU it reads ``perf_counter``), warms up first, and reports the median
+and spread::
+
+    m = time_it(lambda: a @ b, warmup=3, repeats=20)
+    print(m)            # Measurement(median_ms=..., ...)
+
+    c = measure_ceilings()          # bf16 matmul TFLOP/s and copy GB/s of this device
+    gf = flops_per_image(ReferenceCNN(224), 224) / 1e9   # ≈ 12 GFLOP forward + backward
+    print(mfu(img_per_s=510, flops_per_img=gf * 1e9, peak_tflops=c.matmul_tflops))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+from . import env
+
+__all__ = [
+    "Measurement",
+    "time_it",
+    "Ceilings",
+    "matmul_tflops",
+    "copy_gb_per_s",
+    "measure_ceilings",
+    "flops_per_image",
+    "mfu",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """Repeated timings of one thing, in milliseconds."""
+
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    min_ms: float
+    max_ms: float
+    repeats: int
+
+    @property
+    def spread_pct(self) -> float:
+        """Interquartile range as a share of the median: how much to trust a difference."""
+        return 100.0 * (self.q3_ms - self.q1_ms) / self.median_ms if self.median_ms else 0.0
+
+    @classmethod
+    def of(cls, times_ms: list[float]) -> "Measurement":
+        if not times_ms:
+            raise ValueError("Measurement.of needs at least one time.")
+        t = sorted(times_ms)
+        q = statistics.quantiles(t, n=4, method="inclusive") if len(t) > 1 else [t[0]] * 3
+        return cls(median_ms=statistics.median(t), q1_ms=q[0], q3_ms=q[2], min_ms=t[0], max_ms=t[-1], repeats=len(t))
+
+    def __str__(self) -> str:
+        return f"{self.median_ms:.3f} ms median (IQR {self.q1_ms:.3f}–{self.q3_ms:.3f}, n={self.repeats})"
+
+
+def _device_of(device: torch.device | str | None) -> torch.device:
+    return torch.device(device) if device is not None else env.device()
+
+
+def time_it(
+    fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device: torch.device | str | None = None
+) -> Measurement:
+    """Time ``fn()`` ``repeats`` times after ``warmup`` calls; CUDA events on a GPU, ``perf_counter`` on a CPU."""
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"time_it needs warmup ≥ 0 and repeats ≥ 1 (got warmup={warmup}, repeats={repeats}).")
+    dev = _device_of(device)
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    if dev.type == "cuda":
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        torch.cuda.synchronize(dev)
+        for s, e in zip(starts, ends):
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize(dev)  # note: events are read only after the GPU has reached them
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return Measurement.of(times)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceilings:
+    """What this device can do at best, measured here: the roofs for every later figure."""
+
+    device_name: str
+    matmul_tflops: float
+    matmul_dtype: str
+    matmul_n: int
+    copy_gb_per_s: float  # bytes read + bytes written, per second
+    copy_bytes: int
+
+    def img_per_s_ceiling(self, flops_per_img: float) -> float:
+        """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
+        return self.matmul_tflops * 1e12 / flops_per_img
+
+
+def matmul_tflops(
+    n: int = 8192, *, dtype: torch.dtype = torch.bfloat16, device: torch.device | str | None = None, repeats: int = 20
+) -> tuple[float, Measurement]:
+    """TFLOP/s of an ``n×n @ n×n`` matrix product on random data (never zeros: they run faster)."""
+    dev = _device_of(device)
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+    m = time_it(lambda: a @ b, warmup=3, repeats=repeats, device=dev)
+    return 2 * n**3 / (m.median_ms * 1e-3) / 1e12, m
+
+
+def copy_gb_per_s(
+    nbytes: int = 2 * 2**30, *, device: torch.device | str | None = None, repeats: int = 20
+) -> tuple[float, Measurement]:
+    """Device-to-device copy bandwidth, counting bytes read plus bytes written."""
+    dev = _device_of(device)
+    n = nbytes // 4
+    src = torch.rand(n, device=dev)
+    dst = torch.empty_like(src)
+    m = time_it(lambda: dst.copy_(src), warmup=3, repeats=repeats, device=dev)
+    return 2 * n * 4 / (m.median_ms * 1e-3) / 1e9, m
+
+
+def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
+    """bf16 matmul TFLOP/s and copy GB/s on a GPU (8192² and 2 GiB); small fp32 stand-ins on a CPU."""
+    dev = _device_of(device)
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        n, dtype, nbytes = 8192, torch.bfloat16, 2 * 2**30
+    else:
+        import platform
+
+        name = f"CPU ({platform.processor() or platform.machine()}, {env.usable_cpus()} cores)"
+        n, dtype, nbytes = 1024, torch.float32, 64 * 2**20
+    tflops, _ = matmul_tflops(n, dtype=dtype, device=dev, repeats=20 if dev.type == "cuda" else 5)
+    gbs, _ = copy_gb_per_s(nbytes, device=dev, repeats=20 if dev.type == "cuda" else 5)
+    return Ceilings(
+        device_name=name,
+        matmul_tflops=tflops,
+        matmul_dtype=str(dtype).removeprefix("torch."),
+        matmul_n=n,
+        copy_gb_per_s=gbs,
+        copy_bytes=nbytes,
+    )
+
+
+def flops_per_image(model: nn.Module, image_size: int, *, backward: bool = True, batch: int = 2) -> float:
+    """FLOPs per image of a forward (and backward) pass, counted by ``FlopCounterMode``.
+
+    Counted on the ``meta`` device: shapes only, no arithmetic, so it is
+    instant on any machine and does not touch the model's real weights.
+    """
+    from torch.func import functional_call
+    from torch.utils.flop_counter import FlopCounterMode
+
+    meta_state = {
+        name: torch.empty_like(t, device="meta").requires_grad_(t.requires_grad)
+        for name, t in [*model.named_parameters(), *model.named_buffers()]
+    }
+    x = torch.randn(batch, 3, image_size, image_size, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        out = functional_call(model, meta_state, (x,))
+        if backward:
+            out.sum().backward()
+    return counter.get_total_flops() / batch
+
+
+def mfu(*, img_per_s: float, flops_per_img: float, peak_tflops: float) -> float:
+    """Model FLOPs utilisation: achieved FLOP/s as a share (0–1) of the stated peak."""
+    if peak_tflops <= 0:
+        raise ValueError(f"peak_tflops={peak_tflops} must be positive (measure it with measure_ceilings()).")
+    return img_per_s * flops_per_img / (peak_tflops * 1e12)

@@ -1,0 +1,266 @@
+"""Datasets and loaders for the course.
+
+The default data is synthetic but learnable: ten classes, each a smooth
+colour pattern, drawn with noise into 32×32 RGB images. It exists three ways,
+so that each notebook can show what each costs:
+
+* in memory as uint8 arrays, the way torchvision's CIFAR10 holds images
+  (:class:`InMemoryImages`): the per-item cost is PIL's resize + ``ToTensor``;
+* as JPEG files in a cache folder (:func:`ensure_jpeg_folder`,
+  :class:`JpegFolder`): decoding costs real CPU time, as with ImageNet;
+* resident on the GPU (:class:`GpuResidentLoader`): no loader at all, resize
+  and normalise as batched GPU ops.
+
+CIFAR-10 itself only when the learner asks for it (:func:`cifar10`)::
+
+    images, labels = synthetic_images(50_000)
+    ds = InMemoryImages(images, labels, transform=reference_transform(224))
+    x, y = ds[0]          # float tensor (3, 224, 224), int label
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+__all__ = [
+    "NUM_CLASSES",
+    "MEAN",
+    "STD",
+    "synthetic_images",
+    "reference_transform",
+    "InMemoryImages",
+    "cache_dir",
+    "ensure_jpeg_folder",
+    "JpegFolder",
+    "GpuResidentLoader",
+    "gpu_resize_normalize",
+    "cifar10",
+]
+
+NUM_CLASSES = 10
+#: The seed lab's normalisation: (x - 0.5) / 0.5 per channel.
+MEAN = (0.5, 0.5, 0.5)
+STD = (0.5, 0.5, 0.5)
+
+
+def synthetic_images(
+    n: int, *, size: int = 32, num_classes: int = NUM_CLASSES, seed: int = 0, noise: float = 40.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` learnable RGB images as uint8 ``(n, size, size, 3)`` and int64 labels ``(n,)``.
+
+    Each class is a smooth random colour pattern (a 4×4 grid upsampled); each
+    image is its class's pattern, shifted in brightness, plus pixel noise.
+    A small CNN reaches high accuracy in a few hundred steps, so a falling
+    loss in the notebooks shows that the training is real.
+    """
+    if n <= 0 or size <= 0:
+        raise ValueError(f"synthetic_images needs n > 0 and size > 0, got n={n}, size={size}.")
+    rng = np.random.default_rng(seed)
+    coarse = rng.uniform(30, 225, size=(num_classes, 4, 4, 3))
+    reps = -(-size // 4)
+    templates = np.repeat(np.repeat(coarse, reps, axis=1), reps, axis=2)[:, :size, :size]
+    labels = rng.integers(0, num_classes, size=n)
+    shift = rng.normal(0, 15, size=(n, 1, 1, 1))
+    out = np.empty((n, size, size, 3), dtype=np.uint8)
+    for start in range(0, n, 4096):  # chunks keep the float temporaries small
+        sl = slice(start, min(n, start + 4096))
+        img = templates[labels[sl]] + shift[sl] + rng.normal(0, noise, size=(sl.stop - sl.start, size, size, 3))
+        out[sl] = np.clip(img, 0, 255).astype(np.uint8)
+    return out, labels.astype(np.int64)
+
+
+def reference_transform(image_size: int = 224) -> Callable:
+    """The seed lab's per-item transform: PIL resize, ``ToTensor``, normalise to [-1, 1]."""
+    from torchvision import transforms
+
+    return transforms.Compose(
+        [transforms.Resize((image_size, image_size)), transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
+    )
+
+
+class InMemoryImages(Dataset):
+    """uint8 HWC images held in memory, turned into PIL images per item (as CIFAR10 does).
+
+    ``transform=None`` returns the uint8 image as a CHW tensor (no resize).
+    """
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray, transform: Callable | None = None) -> None:
+        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+            raise ValueError(
+                f"InMemoryImages wants uint8 images shaped (N, H, W, 3); got {images.dtype} {images.shape}."
+            )
+        if len(images) != len(labels):
+            raise ValueError(f"{len(images)} images but {len(labels)} labels: they must match.")
+        self.images, self.labels, self.transform = images, np.asarray(labels, dtype=np.int64), transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int):
+        from PIL import Image
+
+        arr = self.images[i]
+        if self.transform is None:
+            return torch.from_numpy(arr).permute(2, 0, 1).contiguous(), int(self.labels[i])
+        return self.transform(Image.fromarray(arr)), int(self.labels[i])
+
+
+def cache_dir() -> Path:
+    """Where generated data lives: ``$HELPERS_CACHE`` or ``~/.cache/gpu-perf-lab``."""
+    root = os.environ.get("HELPERS_CACHE") or Path.home() / ".cache" / "gpu-perf-lab"
+    return Path(root)
+
+
+def ensure_jpeg_folder(
+    n: int = 2000, *, size: int = 32, seed: int = 0, quality: int = 90, root: Path | str | None = None
+) -> Path:
+    """Write ``n`` synthetic images as JPEG files (``<root>/<class>/<i>.jpg``) once; return the folder.
+
+    The folder name encodes its parameters, and a ``done.json`` marker is
+    written last, into a temporary folder that is then renamed: an
+    interrupted run never leaves a half-written set that looks complete.
+    """
+    from PIL import Image
+
+    base = Path(root) if root is not None else cache_dir()
+    folder = base / f"synthetic-jpeg-n{n}-s{size}-seed{seed}-q{quality}"
+    if (folder / "done.json").exists():
+        return folder
+    images, labels = synthetic_images(n, size=size, seed=seed)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for c in range(NUM_CLASSES):
+        (tmp / f"{c:02d}").mkdir(parents=True)
+    for i, (img, lab) in enumerate(zip(images, labels)):
+        Image.fromarray(img).save(tmp / f"{lab:02d}" / f"{i:06d}.jpg", quality=quality)
+    (tmp / "done.json").write_text(json.dumps({"n": n, "size": size, "seed": seed, "quality": quality}))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+class JpegFolder(Dataset):
+    """JPEG files in class folders, decoded with PIL per item (real CPU decode cost)."""
+
+    def __init__(self, root: Path | str, transform: Callable | None = None) -> None:
+        root = Path(root)
+        if not root.is_dir():
+            raise FileNotFoundError(
+                f"No dataset folder at {root}. Generate the course's synthetic JPEGs with "
+                f"helpers.data.ensure_jpeg_folder(n=2000) (a few seconds), or point to a folder "
+                "of class subfolders holding .jpg files."
+            )
+        self.files = sorted(p for p in root.glob("*/*.jpg"))
+        if not self.files:
+            raise FileNotFoundError(
+                f"{root} holds no <class>/<name>.jpg files. Generate them with "
+                "helpers.data.ensure_jpeg_folder(n=2000, root=...)."
+            )
+        classes = sorted({p.parent.name for p in self.files})
+        self.class_index = {c: i for i, c in enumerate(classes)}
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        from PIL import Image
+
+        path = self.files[i]
+        with Image.open(path) as im:
+            img = im.convert("RGB")
+        label = self.class_index[path.parent.name]
+        if self.transform is None:
+            return torch.from_numpy(np.asarray(img)).permute(2, 0, 1).contiguous(), label
+        return self.transform(img), label
+
+
+def gpu_resize_normalize(batch_u8: torch.Tensor, image_size: int) -> torch.Tensor:
+    """uint8 NCHW batch → float, resized to ``image_size`` (bilinear) and normalised like the reference.
+
+    A batched GPU version of :func:`reference_transform`. PIL's bilinear
+    resize antialiases; for upsampling (32 → 224) antialiasing changes
+    nothing, so the two agree closely there.
+    """
+    x = batch_u8.float().div_(255.0)
+    if x.shape[-1] != image_size or x.shape[-2] != image_size:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True)
+    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    return (x - mean) / std
+
+
+class GpuResidentLoader:
+    """Batches from a dataset held on the device as uint8: no workers, no copies per step.
+
+    ``images`` is uint8 ``(N, H, W, 3)`` (as from :func:`synthetic_images`).
+    Each iteration is one epoch of shuffled, full batches, resized and
+    normalised on the device::
+
+        loader = GpuResidentLoader(images, labels, batch_size=256, image_size=224, device="cuda")
+        for x, y in loader: ...
+    """
+
+    def __init__(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        *,
+        batch_size: int,
+        image_size: int,
+        device: torch.device | str,
+        shuffle: bool = True,
+        seed: int = 0,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size={batch_size} must be a positive integer.")
+        if batch_size > len(images):
+            raise ValueError(f"batch_size={batch_size} is larger than the dataset ({len(images)} images).")
+        self.device = torch.device(device)
+        self.x = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(self.device)
+        self.y = torch.as_tensor(labels, dtype=torch.long).to(self.device)
+        self.batch_size, self.image_size, self.shuffle = batch_size, image_size, shuffle
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def __len__(self) -> int:
+        return len(self.x) // self.batch_size
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.x)
+        order = (
+            torch.randperm(n, device=self.device, generator=self.generator)
+            if self.shuffle
+            else torch.arange(n, device=self.device)
+        )
+        for b in range(len(self)):
+            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield gpu_resize_normalize(self.x[idx], self.image_size), self.y[idx]
+
+
+def cifar10(root: Path | str | None = None, *, download: bool = True, transform: Callable | None = None) -> InMemoryImages:
+    """CIFAR-10's training set as :class:`InMemoryImages`, only when you opt in.
+
+    The course runs on synthetic data by default so that it works offline and
+    in CI. This downloads about 170 MB into ``root`` (default: the cache).
+    """
+    from torchvision import datasets
+
+    root = Path(root) if root is not None else cache_dir() / "cifar10"
+    try:
+        ds = datasets.CIFAR10(str(root), train=True, download=download)
+    except Exception as e:
+        raise RuntimeError(
+            f"CIFAR-10 could not be loaded from {root} ({type(e).__name__}: {e}). "
+            "It needs internet access to download once (or its files copied into that folder). "
+            "Without it, keep the default synthetic data: helpers.data.synthetic_images(50_000)."
+        ) from e
+    return InMemoryImages(np.asarray(ds.data), np.asarray(ds.targets), transform=transform)

@@ -1,0 +1,65 @@
+"""The networks the course trains.
+
+The reference network is the seed lab's CNN with shapes that agree: three
+3×3 convolutions (3→64→128→256), each followed by ReLU and a 2×2 max-pool,
+then ``Linear(256·(s/8)², 512)``, ReLU, ``Linear(512, 10)``. At the course's
+224×224 input that is ``Linear(256·28·28, 512)``. (The lab's own code pooled
+only twice and fed 256×56×56 into that layer, which crashes.)
+
+    model = ReferenceCNN(image_size=224)
+    logits = model(torch.randn(8, 3, 224, 224))   # (8, 10)
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["MIN_IMAGE_SIZE", "ReferenceCNN", "feature_size", "count_params"]
+
+#: Three 2×2 pools halve the side three times; below 8 pixels nothing is left.
+MIN_IMAGE_SIZE = 8
+
+
+def feature_size(image_size: int) -> int:
+    """Side of the last feature map for a square input: ``image_size // 8``."""
+    if not isinstance(image_size, int) or image_size < MIN_IMAGE_SIZE:
+        raise ValueError(
+            f"image_size={image_size!r} is too small for ReferenceCNN: its three 2×2 max-pools "
+            f"need at least {MIN_IMAGE_SIZE} pixels per side (the course uses 224; smoke runs use 32-64)."
+        )
+    return image_size // 2 // 2 // 2
+
+
+class ReferenceCNN(nn.Module):
+    """The course's reference CNN (see module docstring)."""
+
+    def __init__(self, image_size: int = 224, num_classes: int = 10) -> None:
+        super().__init__()
+        side = feature_size(image_size)
+        self.image_size = image_size
+        self.conv1 = nn.Conv2d(3, 64, 3, padding=1)
+        self.conv2 = nn.Conv2d(64, 128, 3, padding=1)
+        self.conv3 = nn.Conv2d(128, 256, 3, padding=1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.relu = nn.ReLU()
+        self.fc1 = nn.Linear(256 * side * side, 512)
+        self.fc2 = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-2:] != (self.image_size, self.image_size):
+            raise ValueError(
+                f"ReferenceCNN was built for {self.image_size}×{self.image_size} images but got "
+                f"{tuple(x.shape[-2:])}: resize the input or build the model with image_size={x.shape[-1]}."
+            )
+        x = self.pool(self.relu(self.conv1(x)))
+        x = self.pool(self.relu(self.conv2(x)))
+        x = self.pool(self.relu(self.conv3(x)))
+        x = torch.flatten(x, 1)
+        x = self.relu(self.fc1(x))
+        return self.fc2(x)
+
+
+def count_params(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

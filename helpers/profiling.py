@@ -1,0 +1,296 @@
+"""Reading profiles: torch.profiler with a schedule, top ops, kernels, a timeline you can see.
+
+    prof = profile_steps(trainer.step, wait=1, warmup=2, active=5)
+    prof.top_ops(5)                  # DataFrame: self vs total, CPU vs GPU, calls
+    prof.kernel_stats()              # KernelStats: count per step, mean duration
+    prof.timeline_figure()           # plotly: CPU ops, CUDA API calls and GPU kernels on one axis
+    prof.export_trace("trace.pt.trace.json")   # opens in ui.perfetto.dev and TensorBoard
+
+    with nvtx_range("data"): ...     # shows in torch.profiler and in Nsight Systems
+    python_hotspots(trainer.step)    # cProfile of the Python side as a DataFrame
+
+Self time is what an op spent in its own code; total time includes the ops
+it called. A GPU row with many calls of a few microseconds each is launch
+overhead; the gaps between kernels on the timeline are time the GPU waited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import dataclasses
+import json
+import pstats
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+__all__ = [
+    "ProfileResult",
+    "KernelStats",
+    "profile_steps",
+    "nvtx_range",
+    "python_hotspots",
+    "intervals_union_us",
+]
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+_ROWS = {  # trace category → timeline row
+    "user_annotation": "annotations",
+    "cpu_op": "CPU ops",
+    "cuda_runtime": "CUDA API",
+    "cuda_driver": "CUDA API",
+    "kernel": "GPU kernels",
+    "gpu_memcpy": "GPU copies",
+    "gpu_memset": "GPU copies",
+}
+
+
+@contextlib.contextmanager
+def nvtx_range(name: str) -> Iterator[None]:
+    """A named range for torch.profiler (``record_function``) and, on a GPU, NVTX (Nsight Systems)."""
+    nvtx = torch.cuda.is_available()
+    if nvtx:
+        torch.cuda.nvtx.range_push(name)
+    try:
+        with torch.profiler.record_function(name):
+            yield
+    finally:
+        if nvtx:
+            torch.cuda.nvtx.range_pop()
+
+
+def intervals_union_us(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by ``(start, end)`` intervals, overlaps counted once."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelStats:
+    """GPU kernels seen in the profiled steps."""
+
+    kernels_per_step: float
+    mean_kernel_us: float
+    gpu_busy_share: float  # union of kernel, copy and memset time over the profiled span
+    span_ms_per_step: float
+
+    def __str__(self) -> str:
+        if not self.kernels_per_step:
+            return "no GPU kernels recorded (CPU run)"
+        return (
+            f"{self.kernels_per_step:.0f} kernels per step, {self.mean_kernel_us:.1f} µs each on average; "
+            f"GPU busy {self.gpu_busy_share:.0%} of the profiled time"
+        )
+
+
+@dataclasses.dataclass
+class ProfileResult:
+    """A finished profile of ``active_steps`` steps (see :func:`profile_steps`)."""
+
+    prof: torch.profiler.profile = dataclasses.field(repr=False)
+    active_steps: int
+    _trace: list[dict] | None = dataclasses.field(default=None, repr=False)
+    _trace_file: Path | None = dataclasses.field(default=None, repr=False)
+
+    # -- tables -------------------------------------------------------------------------------
+    def top_ops(self, n: int = 10, *, sort_by: str = "auto") -> "pandas.DataFrame":  # noqa: F821
+        """The ``n`` most expensive ops, times in ms over all profiled steps.
+
+        ``sort_by``: ``"self_device_ms"``, ``"self_cpu_ms"``, ``"device_total_ms"``,
+        ``"cpu_total_ms"``, or ``"auto"`` (device self time when a GPU ran, else CPU self time).
+        """
+        import pandas as pd
+
+        rows = []
+        for e in self.prof.key_averages():
+            dev_self = getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0))
+            dev_total = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))
+            rows.append(
+                {
+                    "op": e.key,
+                    "calls": e.count,
+                    "self_cpu_ms": e.self_cpu_time_total / 1e3,
+                    "cpu_total_ms": e.cpu_time_total / 1e3,
+                    "self_device_ms": dev_self / 1e3,
+                    "device_total_ms": dev_total / 1e3,
+                }
+            )
+        df = pd.DataFrame(rows, columns=["op", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "device_total_ms"])
+        if sort_by == "auto":
+            sort_by = "self_device_ms" if df["self_device_ms"].sum() > 0 else "self_cpu_ms"
+        if sort_by not in df.columns[2:]:
+            raise ValueError(f"sort_by={sort_by!r}: use 'auto' or one of {list(df.columns[2:])}.")
+        return df.sort_values(sort_by, ascending=False).head(n).reset_index(drop=True)
+
+    # -- the trace ----------------------------------------------------------------------------
+    def _saved_trace(self) -> Path:
+        # Kineto saves a trace only once per profile: save it to a private file, copy it from there.
+        if self._trace_file is None or not self._trace_file.exists():
+            self._trace_file = Path(tempfile.mkdtemp(prefix="gpu-perf-lab-trace-")) / "trace.json"
+            self.prof.export_chrome_trace(str(self._trace_file))
+        return self._trace_file
+
+    def export_trace(self, path: str | Path) -> Path:
+        """Write the Chrome-trace JSON. Open it at https://ui.perfetto.dev, or name it
+        ``<logdir>/<name>.pt.trace.json`` for TensorBoard's profiler plugin."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._saved_trace(), path)
+        return path
+
+    def trace_events(self) -> list[dict]:
+        """Complete ('X') events of the trace, each with ``cat``, ``name``, ``ts`` and ``dur`` in µs."""
+        if self._trace is None:
+            raw = json.loads(self._saved_trace().read_text())
+            events = raw["traceEvents"] if isinstance(raw, dict) else raw
+            self._trace = [
+                e for e in events if e.get("ph") == "X" and "dur" in e and str(e.get("cat", "")).lower() in _ROWS
+            ]
+            for e in self._trace:
+                e["cat"] = str(e["cat"]).lower()
+        return self._trace
+
+    def kernel_stats(self) -> KernelStats:
+        """Kernel count per step, mean kernel duration, and the share of time the GPU was busy."""
+        ev = self.trace_events()
+        if not ev:
+            return KernelStats(0.0, 0.0, 0.0, 0.0)
+        kernels = [e for e in ev if e["cat"] == "kernel"]
+        gpu = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] in GPU_CATEGORIES]
+        start = min(e["ts"] for e in ev)
+        end = max(e["ts"] + e["dur"] for e in ev)
+        span = max(end - start, 1e-9)
+        steps = max(1, self.active_steps)
+        return KernelStats(
+            kernels_per_step=len(kernels) / steps,
+            mean_kernel_us=sum(e["dur"] for e in kernels) / len(kernels) if kernels else 0.0,
+            gpu_busy_share=intervals_union_us(gpu) / span if gpu else 0.0,
+            span_ms_per_step=span / 1e3 / steps,
+        )
+
+    def timeline_figure(self, *, max_events: int = 4000, title: str = "Profiled steps: CPU and GPU on one time axis"):
+        """A plotly figure with one row each for annotations, CPU ops, CUDA API calls, GPU kernels and copies.
+
+        Blank stretches on the GPU rows are time the GPU sat idle; look at
+        what the CPU rows were doing at that moment.
+        """
+        import plotly.graph_objects as go
+
+        ev = self.trace_events()
+        fig = go.Figure()
+        if not ev:
+            fig.update_layout(title=title + " (no events recorded)")
+            return fig
+        t0 = min(e["ts"] for e in ev)
+        order = ["annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU copies"]
+        colors = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
+                  "GPU kernels": "#2ca02c", "GPU copies": "#d62728"}
+        by_row: dict[str, list[dict]] = {r: [] for r in order}
+        for e in ev:
+            by_row[_ROWS[e["cat"]]].append(e)
+        for row in order:
+            items = sorted(by_row[row], key=lambda e: -e["dur"])[:max_events]
+            if not items:
+                continue
+            fig.add_trace(
+                go.Bar(
+                    y=[row] * len(items),
+                    x=[e["dur"] / 1e3 for e in items],
+                    base=[(e["ts"] - t0) / 1e3 for e in items],
+                    orientation="h",
+                    name=row,
+                    marker_color=colors[row],
+                    hovertext=[str(e["name"])[:80] for e in items],
+                    hovertemplate="%{hovertext}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>",
+                )
+            )
+        fig.update_layout(
+            title=title,
+            barmode="overlay",
+            xaxis_title="time since the first profiled event (ms)",
+            yaxis=dict(categoryorder="array", categoryarray=list(reversed(order))),
+            height=360,
+            showlegend=False,
+            margin=dict(l=10, r=10, t=50, b=40),
+        )
+        return fig
+
+
+def profile_steps(
+    step_fn: Callable[[], object],
+    *,
+    wait: int = 1,
+    warmup: int = 2,
+    active: int = 5,
+    record_shapes: bool = False,
+    with_stack: bool = False,
+    profile_memory: bool = False,
+) -> ProfileResult:
+    """Call ``step_fn`` ``wait + warmup + active`` times under ``torch.profiler`` and keep the active steps.
+
+    The schedule skips the first ``wait`` steps, records but discards
+    ``warmup`` steps (the profiler's own start-up cost lands there), and keeps
+    ``active`` steps.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    if min(wait, warmup) < 0 or active < 1:
+        raise ValueError(f"profile_steps needs wait ≥ 0, warmup ≥ 0, active ≥ 1 (got {wait}, {warmup}, {active}).")
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        profile_memory=profile_memory,
+    ) as prof:
+        for i in range(wait + warmup + active):
+            with torch.profiler.record_function(f"step {i}"):
+                step_fn()
+            prof.step()
+    return ProfileResult(prof=prof, active_steps=active)
+
+
+def python_hotspots(fn: Callable[[], object], *, repeats: int = 1, top: int = 10) -> "pandas.DataFrame":  # noqa: F821
+    """cProfile ``fn`` (called ``repeats`` times): the functions with the most self time.
+
+    Shows what the host does between GPU launches: PIL resizes, ``ToTensor``,
+    collation, the waits inside ``synchronize`` and ``.item()``.
+    """
+    import pandas as pd
+
+    pr = cProfile.Profile()
+    pr.enable()
+    try:
+        for _ in range(repeats):
+            fn()
+    finally:
+        pr.disable()
+    stats = pstats.Stats(pr).stats  # {(file, line, func): (cc, nc, tottime, cumtime, callers)}
+    rows = [
+        {
+            "function": f"{Path(file).name}:{line}({func})" if file != "~" else func,
+            "calls": nc,
+            "self_ms": tt * 1e3,
+            "cumulative_ms": ct * 1e3,
+        }
+        for (file, line, func), (cc, nc, tt, ct, _callers) in stats.items()
+    ]
+    df = pd.DataFrame(rows)
+    # Self time, not cumulative: cumulative puts every wrapper (the loop, DataLoader.__next__) on top.
+    return df.sort_values("self_ms", ascending=False).head(top).reset_index(drop=True)

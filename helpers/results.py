@@ -1,0 +1,151 @@
+"""What was measured, where and when: ``results/<gpu-slug>.json``.
+
+Every figure the course states is read from these files, written by the code
+that measured it. One file per device::
+
+    {"device": "NVIDIA H100 80GB HBM3", "driver": "580.159.04", "torch": "2.11.0+cu130",
+     "cuda": "13.0", "date": "2026-11-22", "figures": {"baseline_img_per_s": 512.3, ...},
+     "comparison": {"baseline": {"img_per_s": 512.3, ...}}}
+
+    results.record({"ceiling_bf16_tflops": 790.1})
+    results.add_comparison_row("baseline", result.as_row())
+    results.comparison_table()           # DataFrame, one row per variant, with speed-ups
+
+At smoke scale (a CPU) the file goes to ``results/local/`` (ignored by git),
+so CI and laptops never overwrite the measured figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from . import env
+
+__all__ = [
+    "results_dir",
+    "device_header",
+    "results_path",
+    "load",
+    "record",
+    "add_comparison_row",
+    "comparison_table",
+    "figures_table",
+]
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def results_dir() -> Path:
+    """``$HELPERS_RESULTS``, else the repository's ``results/`` (found beside ``helpers/``), else ``./results``."""
+    override = os.environ.get("HELPERS_RESULTS")
+    if override:
+        return Path(override)
+    if (_PACKAGE_ROOT / "notebooks").is_dir():
+        return _PACKAGE_ROOT / "results"
+    return Path.cwd() / "results"
+
+
+def device_header() -> dict[str, Any]:
+    """Device (as NVML names it, else as CUDA does), driver, torch, CUDA and today's date."""
+    import torch
+
+    from . import nvml
+
+    name = None
+    if torch.cuda.is_available():
+        handle = nvml.handle_for_cuda_device(torch.cuda.current_device())
+        nv = nvml.load(quiet=True)
+        if nv is not None and handle is not None:
+            try:
+                raw = nv.nvmlDeviceGetName(handle)
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            except Exception:
+                name = None
+        name = name or torch.cuda.get_device_name()
+    info = nvml.driver_info()
+    return {
+        "device": name or "cpu",
+        "driver": info.driver if info else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "date": env.today(),
+    }
+
+
+def results_path(header: dict[str, Any] | None = None, *, scale: env.Scale | None = None) -> Path:
+    """The JSON file for this device at this scale."""
+    header = header or device_header()
+    slug = env.gpu_slug(None if header["device"] == "cpu" else header["device"])
+    if (scale or env.scale()) == "full":
+        return results_dir() / f"{slug}.json"
+    return results_dir() / "local" / f"{slug}-smoke.json"
+
+
+def load(path: Path | str | None = None) -> dict[str, Any]:
+    """The results file's content, or an empty record if there is none yet."""
+    path = Path(path) if path is not None else results_path()
+    if not path.exists():
+        return {"figures": {}, "comparison": {}}
+    data = json.loads(path.read_text())
+    data.setdefault("figures", {})
+    data.setdefault("comparison", {})
+    return data
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    # Write to a temporary file and rename: an interrupted kernel never leaves half a file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _update(mutate, path: Path | str | None) -> Path:
+    header = device_header()
+    path = Path(path) if path is not None else results_path(header)
+    data = load(path)
+    data.update(header)  # the latest run's versions and date
+    mutate(data)
+    ordered = {k: data[k] for k in ("device", "driver", "torch", "cuda", "date")}
+    ordered.update({k: v for k, v in data.items() if k not in ordered})
+    _write(path, ordered)
+    return path
+
+
+def record(figures: dict[str, float], *, path: Path | str | None = None) -> Path:
+    """Merge measured ``figures`` (name → number) into this device's results file; return its path."""
+    for name, value in figures.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"figure {name!r}={value!r}: figures are numbers (measured, never typed in).")
+    return _update(lambda d: d["figures"].update({k: float(v) for k, v in figures.items()}), path)
+
+
+def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None) -> Path:
+    """Add (or replace) one variant's row in the course's comparison table."""
+    return _update(lambda d: d["comparison"].update({name: dict(row)}), path)
+
+
+def comparison_table(path: Path | str | None = None, *, baseline: str = "baseline") -> "pandas.DataFrame":  # noqa: F821
+    """The comparison rows as a DataFrame, with ``speedup_x`` against ``baseline`` when it is there."""
+    import pandas as pd
+
+    rows = load(path)["comparison"]
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    if not df.empty and baseline in rows and "img_per_s" in df:
+        df["speedup_x"] = df["img_per_s"] / rows[baseline]["img_per_s"]
+    df.index.name = "variant"
+    return df
+
+
+def figures_table(path: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """The figures of one results file as a two-column DataFrame."""
+    import pandas as pd
+
+    data = load(path)
+    return pd.DataFrame(sorted(data["figures"].items()), columns=["figure", "value"])

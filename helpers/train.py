@@ -1,0 +1,386 @@
+"""One training loop with every knob the course turns.
+
+    cfg = TrainConfig.reference_baseline()         # the seed lab's baseline at this scale
+    result = train(cfg)                            # → TrainResult
+    print(result)                                  # img/s, step times, data-wait share, memory, loss
+
+    faster = dataclasses.replace(cfg, batch_size=256, num_workers=8, pin_memory=True,
+                                 non_blocking=True, sync_each_step=False, item_each_step=False)
+
+Each step is timed on the host (``time.perf_counter``) and, on a GPU, with
+CUDA events around the host-to-device copy and the compute, so the result can
+say where a step's time went without adding synchronisations of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import statistics
+import time
+from typing import Callable, Iterator, Literal
+
+import torch
+from torch import nn
+
+from . import data as _data
+from . import env
+from .models import ReferenceCNN, feature_size
+
+__all__ = ["DTYPES", "DATA_SOURCES", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train"]
+
+DTYPES = ("fp32", "bf16", "fp16")
+DATA_SOURCES = ("memory", "jpeg", "gpu")
+_TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _bad(field: str, value, allowed: str) -> ValueError:
+    return ValueError(f"TrainConfig.{field}={value!r} is not allowed: {allowed}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of :func:`train`. Build variants with ``dataclasses.replace(cfg, ...)``."""
+
+    batch_size: int = 32
+    steps: int = 200  # measured steps, after the warm-up
+    warmup_steps: int = 10
+    image_size: int = 224
+    data: Literal["memory", "jpeg", "gpu"] = "memory"
+    dataset_size: int = 50_000
+    num_workers: int = 0
+    pin_memory: bool = False
+    non_blocking: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+    sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the seed's habit)
+    item_each_step: bool = False  # loss.item() every step: a hidden CPU-GPU sync
+    grad_accum: int = 1
+    lr: float = 0.01
+    momentum: float = 0.9
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        def positive_int(name: str, minimum: int = 1) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                raise _bad(name, v, f"use an integer ≥ {minimum}")
+
+        positive_int("batch_size")
+        positive_int("steps")
+        positive_int("warmup_steps", 0)
+        positive_int("num_workers", 0)
+        positive_int("grad_accum")
+        positive_int("dataset_size")
+        if self.dtype not in DTYPES:
+            raise _bad("dtype", self.dtype, f"choose one of {', '.join(DTYPES)}")
+        if self.data not in DATA_SOURCES:
+            raise _bad("data", self.data, f"choose one of {', '.join(DATA_SOURCES)}")
+        if isinstance(self.image_size, bool) or not isinstance(self.image_size, int):
+            raise _bad("image_size", self.image_size, "use an integer number of pixels, at least 8")
+        try:
+            feature_size(self.image_size)
+        except ValueError as e:
+            raise ValueError(f"TrainConfig.image_size: {e}") from None
+        if self.batch_size > self.dataset_size:
+            raise _bad("batch_size", self.batch_size, f"it must not exceed dataset_size={self.dataset_size}")
+        if self.num_workers == 0 and (self.persistent_workers or self.prefetch_factor is not None):
+            field = "persistent_workers" if self.persistent_workers else "prefetch_factor"
+            raise _bad(field, getattr(self, field), "it only applies with num_workers ≥ 1")
+        if self.prefetch_factor is not None and (not isinstance(self.prefetch_factor, int) or self.prefetch_factor < 1):
+            raise _bad("prefetch_factor", self.prefetch_factor, "use None or an integer ≥ 1")
+        if self.data == "gpu" and (self.num_workers or self.pin_memory):
+            raise _bad("num_workers" if self.num_workers else "pin_memory", self.num_workers or self.pin_memory,
+                       "data='gpu' keeps the dataset on the device and uses no loader workers or pinned memory")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise _bad("lr", self.lr, "use a positive learning rate")
+
+    @classmethod
+    def reference_baseline(cls, scale: env.Scale | None = None) -> "TrainConfig":
+        """The seed lab's baseline (see shared GPU notes): batch 32, no workers, pageable memory,
+        a sync after the copy and after each step plus ``loss.item()``, fp32, 224×224.
+
+        At smoke scale the same loop runs on 64×64 images for a few steps.
+        """
+        scale = scale or env.scale()
+        base = cls(
+            batch_size=32,
+            num_workers=0,
+            pin_memory=False,
+            sync_each_step=True,
+            item_each_step=True,
+            dtype="fp32",
+            data="memory",
+        )
+        if scale == "full":
+            return dataclasses.replace(base, image_size=224, steps=300, warmup_steps=20, dataset_size=50_000)
+        return dataclasses.replace(base, image_size=64, batch_size=16, steps=12, warmup_steps=2, dataset_size=512)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRecord:
+    """One step's times in milliseconds. GPU times come from CUDA events and are filled in at the end."""
+
+    index: int
+    images: int
+    step_ms: float  # host wall time of the whole step
+    data_ms: float  # host time blocked waiting for the next batch
+    copy_host_ms: float  # host time in .to(device) (+ the sync after it, if any)
+    compute_host_ms: float  # host time launching forward/backward/step (+ the sync after it, if any)
+    item_ms: float  # host time in loss.item(), if the config asks for it
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What one :func:`train` run measured (over the steps after the warm-up)."""
+
+    config: TrainConfig = dataclasses.field(repr=False)
+    device: str
+    img_per_s: float
+    step_ms_median: float
+    step_ms_p95: float
+    data_wait_share: float  # share of wall time the loop waited for the loader
+    phase_ms: dict[str, float]  # median per step: data, h2d, compute, other
+    peak_mem_gib: float | None
+    loss: float  # mean over the last quarter of the measured steps
+    accuracy: float  # training accuracy over the measured steps
+    steps: int
+    wall_s: float
+    records: tuple[StepRecord, ...] = dataclasses.field(repr=False, default=())
+    losses: tuple[float, ...] = dataclasses.field(repr=False, default=())
+
+    def summary(self) -> str:
+        mem = f"{self.peak_mem_gib:.2f} GiB" if self.peak_mem_gib is not None else "n/a (CPU)"
+        return (
+            f"{self.img_per_s:,.0f} img/s | step {self.step_ms_median:.1f} ms median, {self.step_ms_p95:.1f} ms p95 | "
+            f"waiting for data {self.data_wait_share:.0%} | peak memory {mem} | "
+            f"loss {self.loss:.3f}, accuracy {self.accuracy:.0%} | {self.steps} steps on {self.device}"
+        )
+
+    def as_row(self) -> dict[str, float | str | None]:
+        """A flat dict for comparison tables."""
+        return {
+            "img_per_s": self.img_per_s,
+            "step_ms_median": self.step_ms_median,
+            "step_ms_p95": self.step_ms_p95,
+            "data_wait_share": self.data_wait_share,
+            "peak_mem_gib": self.peak_mem_gib,
+            "loss": self.loss,
+            "accuracy": self.accuracy,
+        }
+
+
+@functools.lru_cache(maxsize=4)
+def _synthetic(n: int, seed: int):
+    # Cached: notebooks build many loaders over one data set.
+    return _data.synthetic_images(n, seed=seed)
+
+
+def _cycle(make_iter: Callable[[], Iterator]) -> Iterator:
+    """Iterate epochs forever (a step count, not an epoch count, ends a run)."""
+    while True:
+        yield from make_iter()
+
+
+class Trainer:
+    """The training loop, one step at a time (so profilers and monitors can wrap a step).
+
+    ``Trainer(cfg).run()`` is :func:`train`. ``trainer.step()`` runs one step.
+    """
+
+    def __init__(self, cfg: TrainConfig, *, device: torch.device | str | None = None, model: nn.Module | None = None):
+        self.cfg = cfg
+        self.device = torch.device(device) if device is not None else env.device()
+        self.cuda = self.device.type == "cuda"
+        torch.manual_seed(cfg.seed)
+        model = model if model is not None else ReferenceCNN(image_size=cfg.image_size)
+        model = model.to(self.device)
+        if cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.forward: Callable = torch.compile(model) if cfg.compile else model
+        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.dtype == "fp16" else None
+        self.autocast_dtype = _TORCH_DTYPE.get(cfg.dtype)
+        self._batches = self._make_batches()
+        self.records: list[StepRecord] = []
+        self._events: list[tuple[torch.cuda.Event, torch.cuda.Event, torch.cuda.Event]] = []
+        self._losses: list[torch.Tensor] = []
+        self._correct = torch.zeros((), dtype=torch.long, device=self.device)
+        self._seen = 0
+
+    # -- data ---------------------------------------------------------------------------------
+    def _make_batches(self) -> Iterator:
+        cfg = self.cfg
+        if cfg.data == "gpu":
+            images, labels = _synthetic(cfg.dataset_size, cfg.seed)
+            loader = _data.GpuResidentLoader(
+                images, labels, batch_size=cfg.batch_size, image_size=cfg.image_size, device=self.device, seed=cfg.seed
+            )
+            return _cycle(lambda: iter(loader))
+        transform = _data.reference_transform(cfg.image_size)
+        if cfg.data == "memory":
+            images, labels = _synthetic(cfg.dataset_size, cfg.seed)
+            dataset = _data.InMemoryImages(images, labels, transform=transform)
+        else:
+            dataset = _data.JpegFolder(_data.ensure_jpeg_folder(cfg.dataset_size, seed=cfg.seed), transform=transform)
+        loader = torch.utils.data.DataLoader(
+            dataset,
+            batch_size=cfg.batch_size,
+            shuffle=True,
+            drop_last=True,
+            num_workers=cfg.num_workers,
+            pin_memory=cfg.pin_memory and self.cuda,
+            persistent_workers=cfg.persistent_workers,
+            prefetch_factor=cfg.prefetch_factor,
+            generator=torch.Generator().manual_seed(cfg.seed),
+        )
+        return _cycle(lambda: iter(loader))
+
+    # -- one step -----------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)  # note: a CPU-GPU sync point, on purpose (the baseline's habit)
+
+    def step(self, *, measure: bool = True) -> StepRecord:
+        """Run one optimizer step (``grad_accum`` micro-batches) and return its host-side times."""
+        cfg, cuda = self.cfg, self.cuda
+        t_start = time.perf_counter()
+        data_s = copy_s = compute_s = 0.0
+        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
+              torch.cuda.Event(enable_timing=True)) if (cuda and measure) else None
+        images = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        for micro in range(cfg.grad_accum):
+            t0 = time.perf_counter()
+            x, y = next(self._batches)
+            t1 = time.perf_counter()
+            if ev is not None and micro == 0:
+                ev[0].record()
+            x = x.to(self.device, non_blocking=cfg.non_blocking)
+            y = y.to(self.device, non_blocking=cfg.non_blocking)
+            if cfg.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            if ev is not None and micro == 0:
+                ev[1].record()
+            if cfg.sync_each_step:
+                self._sync()
+            t2 = time.perf_counter()
+            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                logits = self.forward(x)
+                loss = self.loss_fn(logits, y) / cfg.grad_accum
+            if self.scaler is not None:
+                self.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            if measure:
+                self._correct += (logits.detach().argmax(1) == y).sum()
+                self._losses.append(loss.detach() * cfg.grad_accum)
+            t3 = time.perf_counter()
+            data_s, copy_s, compute_s = data_s + (t1 - t0), copy_s + (t2 - t1), compute_s + (t3 - t2)
+            images += x.shape[0]
+        t4 = time.perf_counter()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        if ev is not None:
+            ev[2].record()
+        if cfg.sync_each_step:
+            self._sync()
+        t5 = time.perf_counter()
+        item_s = 0.0
+        if cfg.item_each_step:
+            _ = loss.item()  # note: a CPU-GPU sync point: the host waits for the whole step
+            item_s = time.perf_counter() - t5
+        t_end = time.perf_counter()
+        rec = StepRecord(
+            index=len(self.records),
+            images=images,
+            step_ms=(t_end - t_start) * 1e3,
+            data_ms=data_s * 1e3,
+            copy_host_ms=copy_s * 1e3,
+            compute_host_ms=(compute_s + (t5 - t4)) * 1e3,
+            item_ms=item_s * 1e3,
+        )
+        if measure:
+            self.records.append(rec)
+            self._seen += images
+            if ev is not None:
+                self._events.append(ev)
+        return rec
+
+    # -- a run --------------------------------------------------------------------------------
+    def run(self, *, on_step: Callable[[StepRecord], None] | None = None) -> TrainResult:
+        """Warm up, then time ``cfg.steps`` steps. ``on_step`` sees each measured step (for live plots)."""
+        cfg = self.cfg
+        try:
+            for _ in range(cfg.warmup_steps):
+                self.step(measure=False)
+            self._sync()
+            if self.cuda:
+                torch.cuda.reset_peak_memory_stats(self.device)
+            start = time.perf_counter()
+            for _ in range(cfg.steps):
+                rec = self.step()
+                if on_step is not None:
+                    on_step(rec)
+            self._sync()  # note: the clock is read only after the GPU has finished
+            wall = time.perf_counter() - start
+        except torch.cuda.OutOfMemoryError as e:
+            raise torch.cuda.OutOfMemoryError(
+                f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
+                f"Try batch_size={max(1, cfg.batch_size // 2)}, dtype='bf16', or grad_accum to keep the effective batch. "
+                f"(PyTorch said: {str(e).splitlines()[0]})"
+            ) from None
+        return self._result(wall)
+
+    def _result(self, wall_s: float) -> TrainResult:
+        recs = self.records
+        step_ms = sorted(r.step_ms for r in recs)
+        p95 = step_ms[min(len(step_ms) - 1, math.ceil(0.95 * len(step_ms)) - 1)]
+        if self._events:
+            copy_ms = [a.elapsed_time(b) for a, b, _ in self._events]
+            gpu_ms = [b.elapsed_time(c) for _, b, c in self._events]
+        else:  # CPU: the host times are the work itself
+            copy_ms = [r.copy_host_ms for r in recs]
+            gpu_ms = [r.compute_host_ms for r in recs]
+        med = statistics.median
+        data = med(r.data_ms for r in recs)
+        h2d, compute = med(copy_ms), med(gpu_ms)
+        phases = {"data": data, "h2d": h2d, "compute": compute, "other": max(0.0, med(step_ms) - data - h2d - compute)}
+        losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
+        tail = losses[-max(1, len(losses) // 4):] if losses else [float("nan")]
+        return TrainResult(
+            config=self.cfg,
+            device=str(self.device),
+            img_per_s=self._seen / wall_s,
+            step_ms_median=med(step_ms),
+            step_ms_p95=p95,
+            data_wait_share=min(1.0, sum(r.data_ms for r in recs) / 1e3 / wall_s),
+            phase_ms=phases,
+            peak_mem_gib=torch.cuda.max_memory_allocated(self.device) / 2**30 if self.cuda else None,
+            loss=sum(tail) / len(tail),
+            accuracy=int(self._correct.item()) / max(1, self._seen),
+            steps=len(recs),
+            wall_s=wall_s,
+            records=tuple(recs),
+            losses=tuple(losses),
+        )
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    device: torch.device | str | None = None,
+    model: nn.Module | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+) -> TrainResult:
+    """Train the reference CNN (or ``model``) as ``cfg`` says; return what was measured."""
+    return Trainer(cfg, device=device, model=model).run(on_step=on_step)

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Run every notebook at full scale on a GPU node with nbval; keep the executed
+notebooks; record timings in ``results/<gpu-slug>.json``; print a summary.
+
+    make test-gpu                               # with the project's .venv
+    python3 scripts/gpu_test.py                 # with any Python that has the stack (see README)
+    python3 scripts/gpu_test.py notebooks/01_baseline.ipynb --keep build/executed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("notebooks", nargs="*", help="notebooks to run (default: all in notebooks/)")
+    ap.add_argument("--keep", default=str(ROOT / "build" / "executed"), help="folder for the executed notebooks")
+    ap.add_argument("--cell-timeout", type=int, default=1800, help="seconds one cell may take")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    if not torch.cuda.is_available():
+        print("error: no CUDA GPU is visible, and the full-scale run measures one. Run this on a GPU node "
+              "(check with nvidia-smi), or use 'make test' for the CPU smoke run.", file=sys.stderr)
+        return 2
+    missing = [m for m in ("nbval", "ipykernel", "plotly", "ipywidgets", "pynvml") if _missing(m)]
+    if missing:
+        print(f"error: {', '.join(missing)} not importable. On an offline node, build a wheelhouse with "
+              "scripts/wheelhouse.sh elsewhere and install it with scripts/offline_install.sh (README).", file=sys.stderr)
+        return 2
+
+    notebooks = args.notebooks or sorted(str(p) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    keep = Path(args.keep)
+    env = dict(os.environ, HELPERS_SCALE="full", HELPERS_EXECUTED_DIR=str(keep), PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, "-m", "pytest", "-v", "--nbval-lax", "--nbval-current-env",
+           f"--nbval-cell-timeout={args.cell_timeout}", *notebooks]
+    print("==>", " ".join(cmd), flush=True)
+    start = time.perf_counter()
+    rc = subprocess.call(cmd, cwd=ROOT, env=env)
+    wall = time.perf_counter() - start
+
+    from helpers import results
+
+    timings = json.loads((keep / "timings.json").read_text()) if (keep / "timings.json").exists() else {}
+    figures = {f"run_s_{name}": secs for name, secs in timings.items()}
+    if rc == 0 and {"00_setup", "01_baseline"} <= timings.keys():
+        figures["full_run_s_00_01"] = timings["00_setup"] + timings["01_baseline"]
+    if figures:
+        path = results.record(figures)
+        print(f"\n==> results in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        data = results.load(path)
+        print(f"device {data['device']} | driver {data['driver']} | torch {data['torch']} | CUDA {data['cuda']} | {data['date']}")
+        print(results.figures_table(path).to_string(index=False))
+    print(f"\n==> executed notebooks in {keep}; nbval {'passed' if rc == 0 else 'FAILED'} in {wall:.0f} s")
+    return rc
+
+
+def _missing(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

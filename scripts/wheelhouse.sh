@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Download the notebook stack as wheels for an offline GPU node (Python 3.12,
+# x86_64, PyTorch already installed there). Run on a machine with internet:
+#   scripts/wheelhouse.sh .whl        # then copy .whl/ to the node
+# On the node:
+#   scripts/offline_install.sh .whl   # installs into /tmp/site and prints the PYTHONPATH to export
+set -euo pipefail
+DEST=${1:-.whl}
+PYVER=${PYVER:-3.12}
+mkdir -p "$DEST"
+python3 -m pip download --only-binary=:all: --python-version "$PYVER" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux_2_34_x86_64 -d "$DEST" \
+    nbval ipywidgets plotly anywidget ipykernel nbclient nbformat jupyter_client nvidia-ml-py
+echo "$(ls "$DEST" | wc -l) wheels, $(du -sh "$DEST" | cut -f1) in $DEST"

@@ -1,0 +1,73 @@
+"""Shared fixtures: a fake NVML, an isolated results folder, smoke scale."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from helpers import nvml
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path, monkeypatch):
+    """Every test writes results and caches under its own tmp folder, at smoke scale, with NVML forgotten."""
+    monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("HELPERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HELPERS_SCALE", "smoke")
+    nvml.reset_for_tests()
+    yield
+    nvml.reset_for_tests()
+
+
+class FakeNvml(types.SimpleNamespace):
+    """The slice of ``pynvml`` the helpers use, with values a test controls."""
+
+    def __init__(self, util=(50,), mem_used_gib=1.0, power_mw=300_000, power_supported=True):
+        super().__init__()
+        self._util = list(util)
+        self._i = 0
+        self.mem_used = int(mem_used_gib * 2**30)
+        self.power_mw = power_mw
+        self.power_supported = power_supported
+        self.power_calls = 0
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return "handle"
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return "handle"
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        v = self._util[min(self._i, len(self._util) - 1)]
+        self._i += 1
+        return types.SimpleNamespace(gpu=v, memory=0)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(used=self.mem_used, total=80 * 2**30, free=0)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        self.power_calls += 1
+        if not self.power_supported:
+            raise RuntimeError("Not Supported")
+        return self.power_mw
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"580.159.04"
+
+    def nvmlSystemGetNVMLVersion(self):
+        return "13.580.159"
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return 13000
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA Fake 80GB"
+
+
+@pytest.fixture
+def fake_nvml():
+    return FakeNvml

@@ -1,0 +1,74 @@
+import pytest
+import torch
+
+from helpers import bench
+from helpers.models import ReferenceCNN
+
+
+def test_measurement_statistics():
+    m = bench.Measurement.of([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (m.median_ms, m.min_ms, m.max_ms, m.repeats) == (3.0, 1.0, 5.0, 5)
+    assert m.q1_ms == 2.0 and m.q3_ms == 4.0
+    assert m.spread_pct == pytest.approx(100 * 2 / 3)
+    assert "median" in str(m)
+    with pytest.raises(ValueError):
+        bench.Measurement.of([])
+
+
+def test_time_it_warms_up_then_repeats():
+    calls = []
+    m = bench.time_it(lambda: calls.append(1), warmup=2, repeats=5, device="cpu")
+    assert len(calls) == 7 and m.repeats == 5
+    with pytest.raises(ValueError, match="repeats"):
+        bench.time_it(lambda: None, repeats=0, device="cpu")
+
+
+def _forward_flops(size: int) -> float:
+    # Analytic count: 2 FLOPs per multiply-add of every conv and linear layer.
+    flops, side, cin = 0, size, 3
+    for cout in (64, 128, 256):
+        flops += 2 * cin * cout * 9 * side * side
+        side, cin = side // 2, cout
+    flops += 2 * (256 * side * side) * 512 + 2 * 512 * 10
+    return flops
+
+
+@pytest.mark.parametrize("size", [32, 224])
+def test_flop_counter_agrees_with_the_analytic_count(size):
+    model = ReferenceCNN(size) if size < 224 else None
+    if model is None:
+        with torch.device("meta"):
+            model = ReferenceCNN(size)
+    fwd = bench.flops_per_image(model, size, backward=False)
+    assert fwd == _forward_flops(size)
+    both = bench.flops_per_image(model, size)
+    # backward ≈ 2× forward, less the first conv's input gradient, which nothing needs
+    assert 2.9 * fwd < both < 3.0 * fwd
+
+
+def test_reference_workload_costs_12_gflop_per_image():
+    with torch.device("meta"):
+        model = ReferenceCNN(224)
+    assert bench.flops_per_image(model, 224) / 1e9 == pytest.approx(12.06, abs=0.01)
+
+
+def test_flop_count_leaves_the_model_untouched():
+    model = ReferenceCNN(32)
+    before = [p.detach().clone() for p in model.parameters()]
+    bench.flops_per_image(model, 32)
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_mfu_and_ceilings():
+    assert bench.mfu(img_per_s=1000, flops_per_img=1e9, peak_tflops=10) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="peak_tflops"):
+        bench.mfu(img_per_s=1, flops_per_img=1, peak_tflops=0)
+    c = bench.Ceilings("x", matmul_tflops=800, matmul_dtype="bfloat16", matmul_n=8192, copy_gb_per_s=3000, copy_bytes=1)
+    assert c.img_per_s_ceiling(12.06e9) == pytest.approx(66_335, rel=1e-3)
+
+
+def test_ceilings_run_on_a_cpu():
+    c = bench.measure_ceilings("cpu")
+    assert c.matmul_tflops > 0 and c.copy_gb_per_s > 0
+    assert c.matmul_dtype == "float32" and c.device_name.startswith("CPU")

@@ -1,0 +1,101 @@
+import pytest
+
+from helpers import checks, solutions
+from helpers.checks import BaselineAnalysis, BaselineEvidence
+
+# A GPU-like baseline: data dominates, compute is a sixth of a step, the roofline is far away.
+GPU_EVIDENCE = BaselineEvidence(
+    util_pct=40.0, util_source="nvml", img_per_s=500.0,
+    phase_ms={"data": 45.0, "h2d": 3.0, "compute": 10.0, "other": 6.0}, ceiling_img_per_s=66_000.0,
+)
+# A CPU-like baseline: compute dominates.
+CPU_EVIDENCE = BaselineEvidence(
+    util_pct=70.0, util_source="host", img_per_s=90.0,
+    phase_ms={"data": 4.0, "h2d": 0.0, "compute": 160.0, "other": 2.0}, ceiling_img_per_s=150.0,
+)
+
+
+# -- 00: ceiling ---------------------------------------------------------------------------------------
+def test_reference_ceiling_passes_its_check():
+    res = checks.check_ceiling_img_per_s(solutions.nb00.ceiling_img_per_s, seed=1)
+    assert res.passed and res.value is solutions.nb00.ceiling_img_per_s
+
+
+def test_unsolved_ceiling_is_not_done_and_carries_the_reference():
+    def todo(a, b):
+        raise NotImplementedError
+
+    res = checks.check_ceiling_img_per_s(todo)
+    assert res.status == "not done" and not res
+    assert res.value is solutions.nb00.ceiling_img_per_s
+    assert "carries on with the reference" in res.message
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda t, g: t / g, "10^-3"),                  # forgot the units
+        (lambda t, g: g * 1e9 / (t * 1e12), "upside down"),
+        (lambda t, g: "fast", "return the number"),
+        (lambda t, g: 1 / 0, "ZeroDivisionError"),
+        (lambda t, g: t * 1e12 / (g * 1e9) * 3, "expected"),  # counted backward twice
+    ],
+)
+def test_wrong_ceilings_are_rejected_with_a_hint(wrong, hint):
+    res = checks.check_ceiling_img_per_s(wrong, seed=0)
+    assert res.status == "failed"
+    assert hint in res.message
+    assert res.value is solutions.nb00.ceiling_img_per_s
+
+
+def test_a_hard_coded_answer_fails():
+    res = checks.check_ceiling_img_per_s(lambda t, g: 66_335.0, seed=2)
+    assert res.status == "failed"
+
+
+def test_check_results_render():
+    res = checks.check_ceiling_img_per_s(solutions.nb00.ceiling_img_per_s)
+    assert str(res).startswith("✅") and "passed" in res._repr_html_()
+
+
+# -- 01: baseline analysis -----------------------------------------------------------------------------
+@pytest.mark.parametrize("evidence", [GPU_EVIDENCE, CPU_EVIDENCE])
+def test_reference_analysis_passes_on_any_evidence(evidence):
+    ref = solutions.nb01.baseline_analysis(evidence)
+    res = checks.check_baseline_analysis(ref, evidence)
+    assert res.passed, res.message
+
+
+def test_a_good_learner_answer_passes():
+    answer = BaselineAnalysis(gpu_util_pct=35, bottlenecks=["data_loading", "compute"], estimated_headroom_x=10)
+    res = checks.check_baseline_analysis(answer, GPU_EVIDENCE)
+    assert res.passed and res.value is answer
+
+
+def test_empty_analysis_is_not_done():
+    res = checks.check_baseline_analysis(BaselineAnalysis(), GPU_EVIDENCE)
+    assert res.status == "not done"
+    assert res.value == solutions.nb01.baseline_analysis(GPU_EVIDENCE)
+
+
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (BaselineAnalysis(90, ["data_loading"], 10), "monitor measured 40%"),
+        (BaselineAnalysis(40, ["compute", "data_loading"], 10), "'data_loading' takes the largest share"),
+        (BaselineAnalysis(40, ["dataloader"], 10), "not bottleneck names"),
+        (BaselineAnalysis(40, ["data_loading"], 1.5), "outside what the measurements allow"),
+        (BaselineAnalysis(40, ["data_loading"], 500), "compute ceiling caps it"),
+    ],
+)
+def test_wrong_analyses_say_what_the_measurements_show(answer, says):
+    res = checks.check_baseline_analysis(answer, GPU_EVIDENCE)
+    assert res.status == "failed"
+    assert says in res.message
+
+
+def test_evidence_bounds():
+    low, high = GPU_EVIDENCE.headroom_bounds()
+    assert low == pytest.approx(64 / 10) and high == pytest.approx(132)
+    assert GPU_EVIDENCE.ranked_bottlenecks()[0] == "data_loading"
+    assert CPU_EVIDENCE.ranked_bottlenecks()[0] == "compute"

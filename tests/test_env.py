@@ -1,0 +1,56 @@
+import pytest
+
+from helpers import env
+
+
+def test_scale_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("HELPERS_SCALE", "smoke")
+    assert env.scale() == "smoke"
+    assert env.pick(smoke=1, full=2) == 1
+    monkeypatch.setenv("HELPERS_SCALE", " FULL ")
+    assert env.scale() == "full"
+    assert env.pick(smoke=1, full=2) == 2
+
+
+def test_scale_defaults_to_the_hardware(monkeypatch):
+    monkeypatch.delenv("HELPERS_SCALE")
+    monkeypatch.setattr(env, "has_cuda", lambda: False)
+    assert env.scale() == "smoke"
+    monkeypatch.setattr(env, "has_cuda", lambda: True)
+    assert env.scale() == "full"
+
+
+def test_bad_scale_says_what_is_allowed(monkeypatch):
+    monkeypatch.setenv("HELPERS_SCALE", "huge")
+    with pytest.raises(ValueError, match="'smoke'.*'full'"):
+        env.scale()
+
+
+def test_no_gpu_is_said_once(capsys, monkeypatch):
+    monkeypatch.setattr(env, "_said_once", set())
+    assert env.device().type == "cpu"
+    env.device()
+    out = capsys.readouterr().out
+    assert out.count("No CUDA GPU visible") == 1
+
+
+def test_gpu_slug():
+    assert env.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert env.gpu_slug(None) == "cpu"
+    assert env.gpu_slug("  ") == "cpu"
+
+
+def test_report_names_the_scale(capsys):
+    rep = env.report()
+    assert rep.scale == "smoke"
+    assert rep.cpus >= 1
+    assert "scale   smoke" in capsys.readouterr().out
+
+
+def test_seed_everything_repeats():
+    import torch
+
+    env.seed_everything(3)
+    a = torch.rand(3)
+    env.seed_everything(3)
+    assert torch.equal(a, torch.rand(3))

@@ -1,0 +1,75 @@
+"""Notebooks in git: no outputs, no widget state, the course's shape; and the GPU run's keep-executed hook."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_the_course_has_its_first_notebooks():
+    names = [p.stem for p in NOTEBOOKS]
+    assert names[:2] == ["00_setup", "01_baseline"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_without_outputs_or_widget_state(path):
+    nb = json.loads(path.read_text())
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [], f"cell {i} has stored outputs: clear them before committing"
+            assert cell.get("execution_count") is None, f"cell {i} has an execution count"
+    assert "widgets" not in nb["metadata"], "widget state is stored in the notebook's metadata"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_has_the_course_shape(path):
+    nb = json.loads(path.read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    first = "".join(nb["cells"][0]["source"])
+    assert first.startswith(f"# {path.stem[:2]} · ")
+    for part in ("**You will learn**", "**Run time**", "## Setup", "## Exercise", "## Summary", "**Reflection**",
+                 "**Further reading**"):
+        assert part in text, f"{path.name} lacks {part!r}"
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "env.report()" in code and "checks.check_" in code
+
+
+def test_gpu_run_keeps_executed_notebooks_and_timings(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell("x = 6 * 7"), new_code_cell("print(x)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # Inside the repository, so that its conftest.py (the hook under test) applies.
+    (ROOT / "build").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=ROOT / "build"))
+    src = work / "demo.ipynb"
+    nbformat.write(nb, src)
+    keep = tmp_path / "executed"
+    env = dict(os.environ, HELPERS_EXECUTED_DIR=str(keep))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env", str(src)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        shutil.rmtree(work)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    executed = nbformat.read(keep / "demo.ipynb", as_version=4)
+    assert executed.cells[1].outputs[0]["text"] == "42\n"
+    assert json.loads((keep / "timings.json").read_text())["demo"] >= 0
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in readme and "make lab" in readme
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == "make test"

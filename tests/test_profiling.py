@@ -1,0 +1,96 @@
+import json
+
+import pytest
+import torch
+
+from helpers import profiling
+
+
+def test_union_of_intervals_counts_overlaps_once():
+    assert profiling.intervals_union_us([]) == 0
+    assert profiling.intervals_union_us([(0, 10), (5, 15), (20, 25)]) == 20
+    assert profiling.intervals_union_us([(20, 25), (0, 10), (2, 3)]) == 15
+
+
+def _work():
+    a = torch.randn(64, 64)
+    for _ in range(3):
+        a = torch.relu(a @ a)
+    return a
+
+
+@pytest.fixture(scope="module")
+def prof():
+    return profiling.profile_steps(_work, wait=1, warmup=1, active=2)
+
+
+def test_top_ops_is_a_table_of_self_and_total_times(prof):
+    df = prof.top_ops(3)
+    assert list(df.columns) == ["op", "calls", "self_cpu_ms", "cpu_total_ms", "self_device_ms", "device_total_ms"]
+    assert len(df) == 3
+    assert (df["cpu_total_ms"] >= df["self_cpu_ms"] - 1e-9).all()
+    assert df["self_cpu_ms"].is_monotonic_decreasing  # "auto" sorts by CPU self time without a GPU
+    assert "aten::mm" in set(prof.top_ops(50)["op"])
+    with pytest.raises(ValueError, match="sort_by"):
+        prof.top_ops(sort_by="bogus")
+
+
+def test_trace_exports_more_than_once(prof, tmp_path):
+    a = prof.export_trace(tmp_path / "a.pt.trace.json")
+    b = prof.export_trace(tmp_path / "sub" / "b.pt.trace.json")
+    assert json.loads(a.read_text()) == json.loads(b.read_text())
+    assert any(e["cat"] == "cpu_op" for e in prof.trace_events())
+
+
+def test_timeline_has_a_row_per_kind_of_event(prof):
+    fig = prof.timeline_figure()
+    names = {t.name for t in fig.data}
+    assert {"CPU ops", "annotations"} <= names
+    bars = next(t for t in fig.data if t.name == "CPU ops")
+    assert len(bars.x) == len(bars.base) > 0 and min(bars.base) >= 0
+
+
+def test_kernel_stats_from_a_known_trace():
+    # Two steps; kernels at 0-10 and 20-30 µs, a copy 25-35; the span is 0-100 µs.
+    res = profiling.ProfileResult(prof=None, active_steps=2)
+    res._trace = [
+        {"cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 100},
+        {"cat": "kernel", "name": "k1", "ts": 0, "dur": 10},
+        {"cat": "kernel", "name": "k2", "ts": 20, "dur": 10},
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 25, "dur": 10},
+    ]
+    ks = res.kernel_stats()
+    assert ks.kernels_per_step == 1.0
+    assert ks.mean_kernel_us == 10.0
+    assert ks.gpu_busy_share == pytest.approx(0.25)
+    assert ks.span_ms_per_step == pytest.approx(0.05)
+    assert "kernels per step" in str(ks)
+
+
+def test_kernel_stats_on_a_cpu_run(prof):
+    ks = prof.kernel_stats()
+    assert ks.kernels_per_step == 0 and "no GPU kernels" in str(ks)
+
+
+def test_bad_schedule_is_refused():
+    with pytest.raises(ValueError, match="active"):
+        profiling.profile_steps(_work, active=0)
+
+
+def test_python_hotspots_sees_the_python_side():
+    def slow_python():
+        return sum(i * i for i in range(20000))
+
+    df = profiling.python_hotspots(slow_python, repeats=2, top=5)
+    assert list(df.columns) == ["function", "calls", "self_ms", "cumulative_ms"]
+    assert df["self_ms"].is_monotonic_decreasing
+    assert any("genexpr" in f for f in df["function"])
+
+
+def test_nvtx_range_shows_in_the_profiler():
+    def step():
+        with profiling.nvtx_range("my-phase"):
+            _work()
+
+    p = profiling.profile_steps(step, wait=0, warmup=1, active=1)
+    assert any(e["name"] == "my-phase" for e in p.trace_events())

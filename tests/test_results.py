@@ -1,0 +1,49 @@
+import json
+
+import pytest
+
+from helpers import env, results
+
+
+def test_record_writes_the_documented_schema(monkeypatch, tmp_path):
+    monkeypatch.setenv("HELPERS_SCALE", "smoke")
+    path = results.record({"ceiling_copy_gb_per_s": 12.5, "baseline_img_per_s": 3})
+    assert path.parent.name == "local" and path.name == "cpu-smoke.json"
+    data = json.loads(path.read_text())
+    assert list(data)[:5] == ["device", "driver", "torch", "cuda", "date"]
+    assert data["date"] == env.today()
+    assert data["figures"] == {"ceiling_copy_gb_per_s": 12.5, "baseline_img_per_s": 3.0}
+
+
+def test_record_merges_and_keeps_earlier_figures():
+    results.record({"a": 1.0})
+    path = results.record({"b": 2.0, "a": 3.0})
+    assert results.load(path)["figures"] == {"a": 3.0, "b": 2.0}
+    assert not list(path.parent.glob("*.tmp"))  # no leftovers of the atomic write
+
+
+def test_figures_must_be_measured_numbers():
+    with pytest.raises(ValueError, match="numbers"):
+        results.record({"x": "fast"})
+    with pytest.raises(ValueError):
+        results.record({"x": True})
+
+
+def test_full_scale_writes_beside_the_repo_with_the_gpu_slug(monkeypatch):
+    monkeypatch.setattr(results, "device_header", lambda: {
+        "device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11", "cuda": "13.0", "date": "2026-11-22"})
+    monkeypatch.setenv("HELPERS_SCALE", "full")
+    assert results.results_path(results.device_header()).name == "nvidia-h100-80gb-hbm3.json"
+
+
+def test_comparison_table_adds_speedups():
+    results.add_comparison_row("baseline", {"img_per_s": 500.0})
+    path = results.add_comparison_row("loader", {"img_per_s": 2500.0})
+    df = results.comparison_table(path)
+    assert list(df.index) == ["baseline", "loader"]
+    assert df.loc["loader", "speedup_x"] == pytest.approx(5.0)
+    assert list(results.figures_table(path).columns) == ["figure", "value"]
+
+
+def test_missing_file_loads_empty(tmp_path):
+    assert results.load(tmp_path / "none.json") == {"figures": {}, "comparison": {}}

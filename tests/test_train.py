@@ -1,0 +1,105 @@
+import dataclasses
+
+import pytest
+import torch
+
+from helpers import train
+from helpers.train import TrainConfig
+
+TINY = TrainConfig(batch_size=8, steps=4, warmup_steps=1, image_size=16, dataset_size=64)
+
+
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("batch_size", 0, "batch_size"),
+        ("batch_size", -4, "batch_size"),
+        ("batch_size", 2.5, "batch_size"),
+        ("num_workers", -1, "num_workers"),
+        ("dtype", "float8", "fp32, bf16, fp16"),
+        ("image_size", 4, "at least 8"),
+        ("image_size", "224", "image_size"),
+        ("data", "s3", "memory, jpeg, gpu"),
+        ("steps", 0, "steps"),
+        ("grad_accum", 0, "grad_accum"),
+        ("lr", -1.0, "lr"),
+        ("batch_size", 1000, "dataset_size"),
+        ("persistent_workers", True, "num_workers ≥ 1"),
+        ("prefetch_factor", 2, "num_workers ≥ 1"),
+    ],
+)
+def test_bad_config_names_the_field_and_what_is_allowed(field, value, says):
+    with pytest.raises(ValueError) as info:
+        dataclasses.replace(TINY, **{field: value})
+    assert f"TrainConfig.{field}" in str(info.value) or field in str(info.value)
+    assert says in str(info.value)
+
+
+def test_gpu_data_refuses_loader_knobs():
+    with pytest.raises(ValueError, match="data='gpu'"):
+        dataclasses.replace(TINY, data="gpu", num_workers=2)
+
+
+def test_reference_baseline_is_the_seed_lab_loop():
+    full = TrainConfig.reference_baseline("full")
+    assert (full.batch_size, full.image_size, full.num_workers, full.pin_memory, full.dtype) == (32, 224, 0, False, "fp32")
+    assert full.sync_each_step and full.item_each_step and full.data == "memory"
+    assert full.momentum == 0.9
+    smoke = TrainConfig.reference_baseline("smoke")
+    assert smoke.steps < full.steps and smoke.image_size < full.image_size
+
+
+def test_a_run_measures_every_field():
+    seen = []
+    res = train.train(TINY, on_step=seen.append)
+    assert res.steps == len(seen) == TINY.steps
+    assert res.img_per_s > 0 and res.wall_s > 0
+    assert 0 < res.step_ms_median <= res.step_ms_p95
+    assert 0 <= res.data_wait_share <= 1
+    assert set(res.phase_ms) == {"data", "h2d", "compute", "other"}
+    assert all(v >= 0 for v in res.phase_ms.values())
+    assert res.peak_mem_gib is None  # CPU
+    assert len(res.losses) == TINY.steps and 0 <= res.accuracy <= 1
+    assert "img/s" in res.summary()
+    assert "0x" not in repr(res)  # no memory addresses in reprs
+    assert res.as_row()["img_per_s"] == res.img_per_s
+
+
+def test_throughput_counts_images_over_wall_time():
+    res = train.train(TINY)
+    assert res.img_per_s == pytest.approx(TINY.steps * TINY.batch_size / res.wall_s)
+
+
+def test_training_learns_the_synthetic_set():
+    cfg = dataclasses.replace(TINY, batch_size=32, steps=60, warmup_steps=0, dataset_size=512, lr=0.02)
+    res = train.train(cfg)
+    first, last = sum(res.losses[:10]) / 10, sum(res.losses[-10:]) / 10
+    assert last < 0.6 * first, (first, last)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"data": "gpu"},
+        {"data": "jpeg"},
+        {"grad_accum": 2},
+        {"dtype": "bf16", "channels_last": True},
+        {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 2},
+        {"sync_each_step": True, "item_each_step": True},
+    ],
+)
+def test_every_knob_runs(changes):
+    cfg = dataclasses.replace(TINY, **changes)
+    res = train.train(cfg)
+    assert res.steps == cfg.steps
+    assert res.img_per_s > 0
+    assert all(r.images == cfg.batch_size * cfg.grad_accum for r in res.records)
+    assert torch.isfinite(torch.tensor(res.losses)).all()
+
+
+def test_trainer_steps_one_at_a_time():
+    tr = train.Trainer(TINY)
+    rec = tr.step(measure=False)
+    assert rec.images == TINY.batch_size and tr.records == []
+    tr.step()
+    assert len(tr.records) == 1
