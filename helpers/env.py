@@ -37,6 +37,7 @@ __all__ = [
     "gpu_slug",
     "today",
     "usable_cpus",
+    "cpu_model",
 ]
 
 Scale = Literal["smoke", "full"]
@@ -123,6 +124,18 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
         return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The host CPU's model name (the data pipeline runs on it), e.g. 'AMD EPYC 9454 48-Core Processor'."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def today() -> str:

@@ -116,6 +116,8 @@ class ProfileResult:
 
         rows = []
         for e in self.prof.key_averages():
+            if e.key.startswith("ProfilerStep#"):  # the step markers: a whole step, not an op
+                continue
             dev_self = getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0))
             dev_total = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))
             rows.append(
@@ -258,11 +260,11 @@ def profile_steps(
         record_shapes=record_shapes,
         with_stack=with_stack,
         profile_memory=profile_memory,
+        acc_events=True,  # one cycle only; without it torch warns that it clears events between cycles
     ) as prof:
-        for i in range(wait + warmup + active):
-            with torch.profiler.record_function(f"step {i}"):
-                step_fn()
-            prof.step()
+        for _ in range(wait + warmup + active):
+            step_fn()
+            prof.step()  # the profiler marks each step as a "ProfilerStep#N" annotation
     return ProfileResult(prof=prof, active_steps=active)
 
 

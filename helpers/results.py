@@ -73,6 +73,8 @@ def device_header() -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "date": env.today(),
+        # The baseline's speed depends on the host CPU as much as on the GPU: keep both.
+        "host_cpu": f"{env.cpu_model()} ({env.usable_cpus()} usable cores)",
     }
 
 
@@ -112,7 +114,7 @@ def _update(mutate, path: Path | str | None) -> Path:
     data = load(path)
     data.update(header)  # the latest run's versions and date
     mutate(data)
-    ordered = {k: data[k] for k in ("device", "driver", "torch", "cuda", "date")}
+    ordered = {k: data[k] for k in ("device", "driver", "torch", "cuda", "date", "host_cpu")}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     _write(path, ordered)
     return path

@@ -16,13 +16,14 @@ def test_synthetic_images_are_deterministic_uint8():
 
 
 def test_synthetic_images_are_learnable():
-    # A nearest-class-mean classifier fitted on one half must do far better than chance on the other:
-    # the set carries signal, so a falling loss in the notebooks means real learning.
+    # A nearest-class-mean classifier fitted on one half must do far better than chance (10%) on the
+    # other: the set carries signal, so a falling loss in the notebooks means real learning. It must
+    # not be perfect either: 10% of the labels are redrawn at random.
     x, y = data.synthetic_images(2000, seed=0)
     x = x.reshape(len(x), -1).astype(np.float32)
     means = np.stack([x[:1000][y[:1000] == c].mean(0) for c in range(10)])
     pred = np.argmin(((x[1000:, None, :] - means[None]) ** 2).sum(-1), axis=1)
-    assert (pred == y[1000:]).mean() > 0.9
+    assert 0.5 < (pred == y[1000:]).mean() < 0.92
 
 
 def test_bad_sizes_are_refused():

@@ -10,7 +10,7 @@ def test_record_writes_the_documented_schema(monkeypatch, tmp_path):
     path = results.record({"ceiling_copy_gb_per_s": 12.5, "baseline_img_per_s": 3})
     assert path.parent.name == "local" and path.name == "cpu-smoke.json"
     data = json.loads(path.read_text())
-    assert list(data)[:5] == ["device", "driver", "torch", "cuda", "date"]
+    assert list(data)[:6] == ["device", "driver", "torch", "cuda", "date", "host_cpu"]
     assert data["date"] == env.today()
     assert data["figures"] == {"ceiling_copy_gb_per_s": 12.5, "baseline_img_per_s": 3.0}
 
@@ -31,7 +31,8 @@ def test_figures_must_be_measured_numbers():
 
 def test_full_scale_writes_beside_the_repo_with_the_gpu_slug(monkeypatch):
     monkeypatch.setattr(results, "device_header", lambda: {
-        "device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11", "cuda": "13.0", "date": "2026-11-22"})
+        "device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11", "cuda": "13.0", "date": "2026-11-22",
+        "host_cpu": "x"})
     monkeypatch.setenv("HELPERS_SCALE", "full")
     assert results.results_path(results.device_header()).name == "nvidia-h100-80gb-hbm3.json"
 

@@ -71,10 +71,10 @@ def test_throughput_counts_images_over_wall_time():
 
 
 def test_training_learns_the_synthetic_set():
-    cfg = dataclasses.replace(TINY, batch_size=32, steps=60, warmup_steps=0, dataset_size=512, lr=0.02)
+    cfg = dataclasses.replace(TINY, batch_size=32, steps=100, warmup_steps=0, dataset_size=512, lr=0.05)
     res = train.train(cfg)
     first, last = sum(res.losses[:10]) / 10, sum(res.losses[-10:]) / 10
-    assert last < 0.6 * first, (first, last)
+    assert last < 0.6 * first, (first, last)  # seen: 2.30 → 0.58-0.70 over seeds 0-2
 
 
 @pytest.mark.parametrize(
