@@ -116,7 +116,7 @@ class ProfileResult:
 
         rows = []
         for e in self.prof.key_averages():
-            if e.key.startswith("ProfilerStep#"):  # the step markers: a whole step, not an op
+            if e.key.startswith("ProfilerStep"):  # the step markers ("ProfilerStep#3", "ProfilerStep*"): not ops
                 continue
             dev_self = getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0))
             dev_total = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))
