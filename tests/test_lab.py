@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -44,6 +45,19 @@ def _wait_for_url(proc: subprocess.Popen, seen: list[str], timeout: float = 90) 
     pytest.fail("JupyterLab printed no URL:\n" + "".join(seen))
 
 
+def _get(url: str, timeout: float = 30) -> str:
+    # The URL can be printed a moment before the server accepts connections: retry briefly.
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.read().decode()
+        except urllib.error.URLError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.3)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return
@@ -67,8 +81,7 @@ def test_lab_serves_the_notebooks_and_explains_the_tunnel(tmp_path):
         assert any("ssh -N -L" in line for line in seen)
         assert any(f"Port {port} is in use" in line for line in seen)
         base, token = url.split("/lab?token=")
-        with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=20) as r:
-            listing = r.read().decode()
+        listing = _get(f"{base}/api/contents?token={token}")
         assert "00_setup.ipynb" in listing and "01_baseline.ipynb" in listing
     finally:
         _stop(proc)
