@@ -1,172 +1,449 @@
-"""GPU telemetry sampled in the background while a cell runs.
+"""Live GPU telemetry beside what the training loop is doing, on one time axis.
 
-    with GpuSampler(period_s=0.25) as mon:
-        result = train(cfg)
-    print(mon.summary())        # mean NVML utilisation, peak memory, mean power
-    mon.to_frame()              # every sample as a pandas DataFrame
+    with Monitor() as mon:                      # a live plot appears in the notebook
+        result = train(cfg, monitor=mon)        # per-step img/s and the run's phases feed it
+    mon.summary()                               # mean utilisation, mean SM activity, peak memory, img/s
+    mon.samples_frame()                         # every sample as a DataFrame
+    diagnose(mon.summary(), result)             # the likely bottleneck, in words
 
-Without NVML (a CPU machine) the sampler records the process's CPU
-utilisation and host memory instead, and says once why.
+Any loop can feed it: ``mon.step(images=256)`` once per step, and
+``with mon.phase("data"): ...`` for shaded phases.
 
-NVML "GPU utilization" is the share of time in which *any* kernel was
-running, not how busy the SMs were: a stream of tiny kernels reads high while
-most of the chip idles. Later notebooks add NVML GPM's SM activity beside it.
+What it samples, every ``period_s`` (250 ms by default) on a background thread:
+NVML utilisation, memory, power, temperature, SM clock, clock-event reasons
+and PCIe traffic; on Hopper and newer also GPM SM activity, SM occupancy,
+tensor-core activity and DRAM bandwidth; PyTorch's allocator memory. Without
+NVML it samples CPU utilisation and host memory, and says so once.
+
+NVML "GPU utilisation" is the share of time in which *any* kernel was running,
+not how busy the SMs were: a stream of tiny kernels reads high while most of
+the chip idles. GPM's SM activity is the measure to trust; the plot shows both.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
+import json
+import math
+import statistics
 import threading
 import time
-from typing import Any
+import weakref
+from pathlib import Path
+from typing import Any, Iterator
 
 from . import nvml
+from .telemetry import HostReader, NvmlReader
 
-__all__ = ["Sample", "SamplerSummary", "GpuSampler"]
+__all__ = ["Monitor", "MonitorSummary", "MonitorRecord", "stop_all"]
+
+_running: "weakref.WeakSet[Monitor]" = weakref.WeakSet()
 
 
-@dataclasses.dataclass(frozen=True)
-class Sample:
-    """One reading. GPU fields are None when read from the host instead."""
+def stop_all() -> int:
+    """Stop every monitor still running in this process (a cell that failed before ``stop()``); return how many."""
+    mons = list(_running)
+    for m in mons:
+        m.stop()
+    return len(mons)
 
-    t_s: float  # seconds since the sampler started
-    util_pct: float  # NVML GPU utilisation, or CPU utilisation without NVML
-    mem_used_gib: float  # device memory used (NVML), or this process's resident memory
-    power_w: float | None
+
+atexit.register(stop_all)  # a kernel shutdown or restart stops the threads before NVML goes away
+
+
+@dataclasses.dataclass
+class MonitorRecord:
+    """Everything one monitored run saw: plain lists of dicts, saved as JSON."""
+
     source: str  # "nvml" or "host"
+    devices: list[int]
+    period_s: float
+    samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    phases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the record as JSON (atomically: an interrupted save leaves the old file)."""
+        import os
+        import tempfile
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(dataclasses.asdict(self), f)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MonitorRecord":
+        raw = json.loads(Path(path).read_text())
+        return cls(**raw)
+
+    def frames(self):
+        """(samples, steps, phases) as pandas DataFrames."""
+        import pandas as pd
+
+        return pd.DataFrame(self.samples), pd.DataFrame(self.steps), pd.DataFrame(self.phases)
 
 
 @dataclasses.dataclass(frozen=True)
-class SamplerSummary:
-    """Averages over a sampled interval."""
+class MonitorSummary:
+    """Means over a monitored run; None where the machine could not measure it."""
 
     source: str
-    samples: int
     duration_s: float
-    mean_util_pct: float
-    peak_mem_gib: float
+    samples: int
+    mean_util_pct: float | None  # NVML utilisation (GPU) or CPU utilisation (host)
+    mean_sm_active_pct: float | None  # GPM, Hopper and newer
+    mean_tensor_active_pct: float | None
+    mean_dram_bw_pct: float | None
+    peak_mem_gib: float | None  # NVML used memory (GPU) or resident memory (host)
+    mem_total_gib: float | None
+    peak_allocated_gib: float | None  # PyTorch's allocator
     mean_power_w: float | None
+    slowdown_share: float | None  # share of busy samples with power or thermal clock slowdowns
+    img_per_s: float | None  # images over the time between the first and last step
+    steps: int
+    unsupported: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        what = "GPU utilisation (NVML)" if self.source == "nvml" else "CPU utilisation (no NVML)"
-        power = f", mean power {self.mean_power_w:.0f} W" if self.mean_power_w is not None else ""
-        return (
-            f"{what} {self.mean_util_pct:.0f}% mean over {self.duration_s:.1f} s ({self.samples} samples), "
-            f"peak memory {self.peak_mem_gib:.2f} GiB{power}"
-        )
+        def pct(v):
+            return "n/a" if v is None else f"{v:.0f}%"
+
+        if self.source == "nvml":
+            head = f"GPU utilisation (NVML) {pct(self.mean_util_pct)}, SM activity (GPM) {pct(self.mean_sm_active_pct)}"
+        else:
+            head = f"CPU utilisation {pct(self.mean_util_pct)} (no NVML: host telemetry)"
+        mem = "n/a" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.2f} GiB"
+        thr = "n/a" if self.img_per_s is None else f"{self.img_per_s:,.0f} img/s"
+        return f"{head} | peak memory {mem} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
 
 
-class GpuSampler:
-    """Background sampler of one GPU (matched to CUDA ``device_index`` by UUID), or of the host.
+def _mean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return statistics.fmean(vals) if vals else None
 
-    ``backend`` replaces the ``pynvml`` module (tests pass a fake); ``handle`` its device handle.
+
+class Monitor:
+    """Samples GPU (or host) telemetry in a background thread; plots it live; a context manager.
+
+    ``devices``: CUDA device indices to watch (default: the current one).
+    ``live``: draw a live plotly widget (default: when running in a Jupyter kernel); ``"offscreen"``
+    does all of a live plot's work without displaying it (to measure what the live plot costs).
+    ``backend``/``handles``: a stand-in for ``pynvml`` and its device handles (tests).
     """
 
-    def __init__(self, device_index: int = 0, *, period_s: float = 0.25, backend: Any = None, handle: Any = None):
-        if not (period_s > 0):
+    def __init__(
+        self,
+        devices: list[int] | None = None,
+        *,
+        period_s: float = 0.25,
+        live: bool | str | None = None,
+        window_s: float = 120.0,
+        refresh_hz: float = 4.0,
+        pcie: bool = True,
+        gpm: bool | None = None,
+        allocator: bool = True,
+        backend: Any = None,
+        handles: list[Any] | None = None,
+        title: str = "GPU monitor",
+    ) -> None:
+        if not (isinstance(period_s, (int, float)) and period_s > 0):
             raise ValueError(f"period_s={period_s!r}: use a positive number of seconds (0.25 is the default).")
-        self.period_s = period_s
-        if backend is not None:
-            self._nv, self._handle = backend, handle
-        else:
-            self._nv = nvml.load()
-            self._handle = nvml.handle_for_cuda_device(device_index) if self._nv is not None else None
-        self.source = "nvml" if (self._nv is not None and self._handle is not None) else "host"
-        self.samples: list[Sample] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        if not refresh_hz > 0:
+            raise ValueError(f"refresh_hz={refresh_hz!r}: use a positive rate (4 redraws a second is the default).")
+        self.period_s = float(period_s)
+        self.window_s = window_s
+        self.refresh_interval_s = 1.0 / refresh_hz
+        self.title = title
+        self._lock = threading.RLock()
+        self._stop_evt = threading.Event()
         self._thread: threading.Thread | None = None
-        self._t0 = 0.0
-        self._power_ok = True
-        self._proc = None
+        self._t0 = time.perf_counter()
+        self._started = False
+        self._readers, self.devices, self.source = self._make_readers(devices, backend, handles, pcie, gpm)
+        self._allocator = allocator and self.source == "nvml" and backend is None
+        self.record = MonitorRecord(source=self.source, devices=list(self.devices), period_s=self.period_s)
+        self._open_phases: list[dict[str, Any]] = []
+        self._last_step_t: float | None = None
+        self._view = None
+        self._live = live
+        self._exporters: list[Any] = []
+
+    # -- set-up -------------------------------------------------------------------------------
+    @staticmethod
+    def _make_readers(devices, backend, handles, pcie, gpm):
+        if backend is not None:
+            devices = devices if devices is not None else list(range(len(handles or [None])))
+            handles = handles or [None] * len(devices)
+            readers = [NvmlReader(backend, h, gpu=d, gpm=gpm if gpm is not None else False, pcie=pcie)
+                       for d, h in zip(devices, handles)]
+            return readers, devices, "nvml"
+        import torch
+
+        nv = nvml.load()  # prints once why, if unavailable
+        if nv is not None and torch.cuda.is_available():
+            devices = devices if devices is not None else [torch.cuda.current_device()]
+            found = [(d, nvml.handle_for_cuda_device(d)) for d in devices]
+            if all(h is not None for _, h in found):
+                return [NvmlReader(nv, h, gpu=d, gpm=gpm, pcie=pcie) for d, h in found], devices, "nvml"
+        return [HostReader()], [], "host"
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "GpuSampler":
-        """Start sampling (a second start while running does nothing)."""
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        self._stop.clear()
-        self._t0 = time.perf_counter()
-        if self.source == "host":
-            import psutil
-
-            self._proc = psutil.Process()
-            psutil.cpu_percent(None)  # the first call only sets the reference point
-        self._read()  # one sample now, so even a short block has data
-        self._thread = threading.Thread(target=self._loop, name="gpu-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> "GpuSampler":
-        """Stop and wait for the thread (safe to call twice, or without start)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5 * self.period_s + 1)
-            self._thread = None
-        return self
-
-    def __enter__(self) -> "GpuSampler":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self._read()  # a last sample at the end of the block
-        self.stop()
-
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    # -- sampling -----------------------------------------------------------------------------
-    def _loop(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self._read()
-
-    def _read(self) -> None:
-        t = time.perf_counter() - self._t0
-        try:
-            sample = self._read_nvml(t) if self.source == "nvml" else self._read_host(t)
-        except Exception:  # a failed read skips one sample; it must never kill the thread
-            return
+    def start(self) -> "Monitor":
+        """Start sampling (and the live plot). Starting a running monitor does nothing."""
         with self._lock:
-            self.samples.append(sample)
+            if self.running:
+                return self
+            if not self._started:
+                self._t0 = time.perf_counter()
+                self._started = True
+            self._stop_evt.clear()
+            self._sample()  # one sample now, so even a short block has data
+            self._thread = threading.Thread(target=self._loop, name="gpu-monitor", daemon=True)
+            self._thread.start()
+            _running.add(self)
+        if self._want_live():
+            from .monitor_view import LiveView
 
-    def _read_nvml(self, t: float) -> Sample:
-        nv, h = self._nv, self._handle
-        util = nv.nvmlDeviceGetUtilizationRates(h).gpu
-        mem = nv.nvmlDeviceGetMemoryInfo(h).used / 2**30
-        power = None
-        if self._power_ok:
+            self._view = self._view or LiveView(self)
+            self._view.show(display_widget=self._live != "offscreen")
+        return self
+
+    def stop(self) -> "Monitor":
+        """Stop sampling, close open phases, finish the plot. Safe to call twice, or before start."""
+        thread = self._thread
+        self._stop_evt.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10 * self.period_s + 2)
+        with self._lock:
+            was_running = self._thread is not None
+            self._thread = None
+            _running.discard(self)
+            now = self._now()
+            for ph in self._open_phases:
+                ph["end_s"] = now
+            self._open_phases.clear()
+        if was_running:
+            self._sample()  # a last sample at the end of the block
+            if self._view is not None and self._live != "offscreen":
+                self._view.finish()
+        return self
+
+    def close(self) -> None:
+        """Stop and release NVML/GPM resources (the monitor cannot be restarted after)."""
+        self.stop()
+        for r in self._readers:
+            r.close()
+        for e in self._exporters:
+            e.close()
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # a monitor dropped while running must not leave its thread behind
+        try:
+            self._stop_evt.set()
+        except Exception:
+            pass
+
+    # -- sampling -----------------------------------------------------------------------------
+    def _now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def _loop(self) -> None:
+        while not self._stop_evt.wait(self.period_s):
+            self._sample()
+            if self._view is not None and self._view.thread_refresh:
+                self._view.maybe_refresh()
+
+    def _sample(self) -> None:
+        t = self._now()
+        rows = []
+        for r in self._readers:
             try:
-                power = nv.nvmlDeviceGetPowerUsage(h) / 1e3  # milliwatts
+                values = r.read()
             except Exception:
-                self._power_ok = False  # unsupported here: stop asking
-        return Sample(t_s=t, util_pct=float(util), mem_used_gib=mem, power_w=power, source="nvml")
+                continue  # a failed read skips one sample; it must never kill the thread
+            row = {"t_s": t, "gpu": getattr(r, "gpu", None), **values}
+            if self._allocator:
+                row.update(self._allocator_gib(row["gpu"]))
+            rows.append(row)
+        with self._lock:
+            self.record.samples.extend(rows)
+        for e in self._exporters:
+            for row in rows:
+                e.on_sample(row)
 
-    def _read_host(self, t: float) -> Sample:
-        import psutil
+    @staticmethod
+    def _allocator_gib(device: int | None) -> dict[str, float]:
+        import torch
 
-        rss = self._proc.memory_info().rss / 2**30 if self._proc is not None else 0.0
-        return Sample(t_s=t, util_pct=float(psutil.cpu_percent(None)), mem_used_gib=rss, power_w=None, source="host")
+        if device is None or not torch.cuda.is_available():
+            return {}
+        return {
+            "alloc_gib": torch.cuda.memory_allocated(device) / 2**30,
+            "reserved_gib": torch.cuda.memory_reserved(device) / 2**30,
+        }
+
+    # -- the training side --------------------------------------------------------------------
+    def step(self, *, images: int, step_ms: float | None = None) -> None:
+        """Record one training step of ``images`` images (call it once per step, from any loop).
+
+        Without ``step_ms`` the step time is the time since the previous call.
+        """
+        now = self._now()
+        if step_ms is None:
+            step_ms = (now - self._last_step_t) * 1e3 if self._last_step_t is not None else None
+        self._last_step_t = now
+        row = {"t_s": now, "step": len(self.record.steps), "images": images, "step_ms": step_ms,
+               "img_per_s": images / (step_ms / 1e3) if step_ms else None}
+        with self._lock:
+            self.record.steps.append(row)
+        for e in self._exporters:
+            e.on_step(row)
+        if self._view is not None:
+            self._view.maybe_refresh()  # from the main thread: works where thread output does not
+
+    def on_train_step(self, rec) -> None:
+        """Adapter for ``train(..., on_step=mon.on_train_step)``."""
+        self.step(images=rec.images, step_ms=rec.step_ms)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Mark a phase of the run (drawn as a shaded band): ``with mon.phase("data"): ...``."""
+        ph = {"name": str(name), "start_s": self._now(), "end_s": None}
+        with self._lock:
+            self.record.phases.append(ph)
+            self._open_phases.append(ph)
+        try:
+            yield
+        finally:
+            with self._lock:
+                if ph["end_s"] is None:
+                    ph["end_s"] = self._now()
+                if ph in self._open_phases:
+                    self._open_phases.remove(ph)
 
     # -- results ------------------------------------------------------------------------------
-    def to_frame(self) -> "pandas.DataFrame":  # noqa: F821
-        import pandas as pd
-
+    def snapshot(self) -> MonitorRecord:
+        """A copy of the record so far (safe to read while sampling goes on)."""
         with self._lock:
-            rows = [dataclasses.asdict(s) for s in self.samples]
-        return pd.DataFrame(rows, columns=[f.name for f in dataclasses.fields(Sample)])
+            return MonitorRecord(
+                source=self.record.source, devices=list(self.record.devices), period_s=self.period_s,
+                samples=list(self.record.samples), steps=list(self.record.steps),
+                phases=[dict(p) for p in self.record.phases], meta=dict(self.record.meta),
+            )
 
-    def summary(self) -> SamplerSummary:
+    def rows_since(self, n_samples: int, n_steps: int) -> tuple[list[dict], list[dict], list[dict]]:
+        """Samples and steps added after the first ``n_samples``/``n_steps``, and all phases (for live redraws)."""
         with self._lock:
-            s = list(self.samples)
-        if not s:
-            return SamplerSummary(self.source, 0, 0.0, float("nan"), float("nan"), None)
-        powers = [x.power_w for x in s if x.power_w is not None]
-        return SamplerSummary(
-            source=self.source,
-            samples=len(s),
-            duration_s=s[-1].t_s - s[0].t_s,
-            mean_util_pct=sum(x.util_pct for x in s) / len(s),
-            peak_mem_gib=max(x.mem_used_gib for x in s),
-            mean_power_w=sum(powers) / len(powers) if powers else None,
+            return (self.record.samples[n_samples:], self.record.steps[n_steps:],
+                    [dict(p) for p in self.record.phases])
+
+    def samples_frame(self):
+        return self.snapshot().frames()[0]
+
+    def steps_frame(self):
+        return self.snapshot().frames()[1]
+
+    def phases_frame(self):
+        return self.snapshot().frames()[2]
+
+    @property
+    def unsupported(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for r in self._readers:
+            out += [f for f in getattr(r, "unsupported", []) if f not in out]
+        return tuple(out)
+
+    def summary(self, *, phase: str | None = None) -> MonitorSummary:
+        """Means over the run (or over the named phase's time span)."""
+        rec = self.snapshot()
+        samples, steps = rec.samples, rec.steps
+        if phase is not None:
+            spans = [(p["start_s"], p["end_s"] or math.inf) for p in rec.phases if p["name"] == phase]
+            if not spans:
+                raise ValueError(f"no phase named {phase!r}; phases seen: {sorted({p['name'] for p in rec.phases})}")
+            inside = lambda t: any(a <= t <= b for a, b in spans)  # noqa: E731
+            samples = [s for s in samples if inside(s["t_s"])]
+            steps = [s for s in steps if inside(s["t_s"])]
+        get = lambda key: [s.get(key) for s in samples]  # noqa: E731
+        if rec.source == "nvml":
+            util, mem = get("util_pct"), get("mem_used_gib")
+        else:
+            util, mem = get("cpu_pct"), get("host_mem_gib")
+        mem_vals = [m for m in mem if m is not None]
+        alloc = [a for a in get("alloc_gib") if a is not None]
+        busy = [s for s in samples if (s.get("util_pct") or 0) > 0 and s.get("clock_reasons") is not None]
+        from .telemetry import SLOWDOWN_BITS
+
+        slow = [s for s in busy if int(s["clock_reasons"]) & SLOWDOWN_BITS]
+        images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
+        span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
+        totals = [t for t in get("mem_total_gib") if t is not None]
+        return MonitorSummary(
+            source=rec.source,
+            duration_s=(samples[-1]["t_s"] - samples[0]["t_s"]) if len(samples) > 1 else 0.0,
+            samples=len(samples),
+            mean_util_pct=_mean(util),
+            mean_sm_active_pct=_mean(get("sm_active_pct")),
+            mean_tensor_active_pct=_mean(get("tensor_active_pct")),
+            mean_dram_bw_pct=_mean(get("dram_bw_pct")),
+            peak_mem_gib=max(mem_vals) if mem_vals else None,
+            mem_total_gib=totals[-1] if totals else None,
+            peak_allocated_gib=max(alloc) if alloc else None,
+            mean_power_w=_mean(get("power_w")),
+            slowdown_share=len(slow) / len(busy) if busy else None,
+            img_per_s=images / span if span > 0 else None,
+            steps=len(steps),
+            unsupported=self.unsupported,
         )
+
+    # -- views and exports --------------------------------------------------------------------
+    def _want_live(self) -> bool:
+        if self._live is not None:
+            return bool(self._live)
+        from .monitor_view import in_notebook
+
+        return in_notebook()
+
+    def figure(self, *, title: str | None = None):
+        """A static plotly figure of the whole record (panels: utilisation, memory, power/clock, throughput)."""
+        from .monitor_view import build_figure
+
+        return build_figure(self.snapshot(), title=title or self.title, window_s=None)
+
+    def save(self, name: str, *, directory: str | Path | None = None) -> Path:
+        """Save the record to ``results/monitor/<name>.json`` (``results/local/monitor/`` at smoke scale)."""
+        from . import results
+
+        directory = Path(directory) if directory is not None else results.scaled_dir("monitor")
+        rec = self.snapshot()
+        rec.meta.setdefault("name", name)
+        return rec.save(directory / f"{name}.json")
+
+    def serve_prometheus(self, port: int = 0) -> str:
+        """Serve the latest readings at ``http://127.0.0.1:<port>/metrics``; ``port=0`` picks a free port."""
+        from .exporters import PrometheusExporter
+
+        exp = PrometheusExporter(port=port)
+        self._exporters.append(exp)
+        return exp.url
+
+    def write_tensorboard(self, log_dir: str | Path) -> Path:
+        """Write the whole record as TensorBoard scalars (``tensorboard --logdir <log_dir>``)."""
+        from .exporters import write_tensorboard
+
+        return write_tensorboard(self.snapshot(), log_dir)

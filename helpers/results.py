@@ -29,6 +29,7 @@ __all__ = [
     "results_dir",
     "device_header",
     "results_path",
+    "scaled_dir",
     "load",
     "record",
     "add_comparison_row",
@@ -85,6 +86,13 @@ def results_path(header: dict[str, Any] | None = None, *, scale: env.Scale | Non
     if (scale or env.scale()) == "full":
         return results_dir() / f"{slug}.json"
     return results_dir() / "local" / f"{slug}-smoke.json"
+
+
+def scaled_dir(name: str, *, scale: env.Scale | None = None) -> Path:
+    """``results/<name>/`` at full scale, ``results/local/<name>/`` (ignored by git) at smoke scale."""
+    if (scale or env.scale()) == "full":
+        return results_dir() / name
+    return results_dir() / "local" / name
 
 
 def load(path: Path | str | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ say where a step's time went without adding synchronisations of its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -317,22 +318,33 @@ class Trainer:
         return rec
 
     # -- a run --------------------------------------------------------------------------------
-    def run(self, *, on_step: Callable[[StepRecord], None] | None = None) -> TrainResult:
-        """Warm up, then time ``cfg.steps`` steps. ``on_step`` sees each measured step (for live plots)."""
+    def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None) -> TrainResult:
+        """Warm up, then time ``cfg.steps`` steps.
+
+        ``on_step`` sees each measured step; a ``monitor`` (:class:`helpers.monitor.Monitor`) gets every
+        step's images and time, and the warm-up and measured parts as phases.
+        """
         cfg = self.cfg
+        phase = monitor.phase if monitor is not None else (lambda name: contextlib.nullcontext())
         try:
-            for _ in range(cfg.warmup_steps):
-                self.step(measure=False)
-            self._sync()
+            with phase("warm-up"):
+                for _ in range(cfg.warmup_steps):
+                    rec = self.step(measure=False)
+                    if monitor is not None:
+                        monitor.on_train_step(rec)
+                self._sync()
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats(self.device)
-            start = time.perf_counter()
-            for _ in range(cfg.steps):
-                rec = self.step()
-                if on_step is not None:
-                    on_step(rec)
-            self._sync()  # note: the clock is read only after the GPU has finished
-            wall = time.perf_counter() - start
+            with phase("measured"):
+                start = time.perf_counter()
+                for _ in range(cfg.steps):
+                    rec = self.step()
+                    if on_step is not None:
+                        on_step(rec)
+                    if monitor is not None:
+                        monitor.on_train_step(rec)
+                self._sync()  # note: the clock is read only after the GPU has finished
+                wall = time.perf_counter() - start
         except torch.cuda.OutOfMemoryError as e:
             raise torch.cuda.OutOfMemoryError(
                 f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
@@ -381,6 +393,10 @@ def train(
     device: torch.device | str | None = None,
     model: nn.Module | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    monitor=None,
 ) -> TrainResult:
-    """Train the reference CNN (or ``model``) as ``cfg`` says; return what was measured."""
-    return Trainer(cfg, device=device, model=model).run(on_step=on_step)
+    """Train the reference CNN (or ``model``) as ``cfg`` says; return what was measured.
+
+    With ``monitor=mon`` the live monitor plots every step and shades the warm-up and measured phases.
+    """
+    return Trainer(cfg, device=device, model=model).run(on_step=on_step, monitor=monitor)

@@ -44,10 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     keep = Path(args.keep)
     env = dict(os.environ, HELPERS_SCALE="full", HELPERS_EXECUTED_DIR=str(keep), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    gpu_tests = [sys.executable, "-m", "pytest", "-v", *sorted(str(p) for p in (ROOT / "tests").glob("test_*_gpu.py"))]
     cmd = [sys.executable, "-m", "pytest", "-v", "--nbval-lax", "--nbval-current-env",
            f"--nbval-cell-timeout={args.cell_timeout}", *notebooks]
-    print("==>", " ".join(cmd), flush=True)
     start = time.perf_counter()
+    print("==>", " ".join(gpu_tests), flush=True)
+    rc_unit = subprocess.call(gpu_tests, cwd=ROOT, env=env)  # the real NVML/GPU paths of the helpers
+    print("==>", " ".join(cmd), flush=True)
     rc = subprocess.call(cmd, cwd=ROOT, env=env)
     wall = time.perf_counter() - start
 
@@ -63,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         data = results.load(path)
         print(f"device {data['device']} | driver {data['driver']} | torch {data['torch']} | CUDA {data['cuda']} | {data['date']}")
         print(results.figures_table(path).to_string(index=False))
-    print(f"\n==> executed notebooks in {keep}; nbval {'passed' if rc == 0 else 'FAILED'} in {wall:.0f} s")
-    return rc
+    print(f"\n==> executed notebooks in {keep}; GPU unit tests {'passed' if rc_unit == 0 else 'FAILED'}; "
+          f"nbval {'passed' if rc == 0 else 'FAILED'}; {wall:.0f} s in all")
+    return rc or rc_unit
 
 
 def _missing(module: str) -> bool:

@@ -23,7 +23,8 @@ def _isolate(tmp_path, monkeypatch):
 class FakeNvml(types.SimpleNamespace):
     """The slice of ``pynvml`` the helpers use, with values a test controls."""
 
-    def __init__(self, util=(50,), mem_used_gib=1.0, power_mw=300_000, power_supported=True):
+    def __init__(self, util=(50,), mem_used_gib=1.0, power_mw=300_000, power_supported=True, clock_reasons=0,
+                 gpm=None):
         super().__init__()
         self._util = list(util)
         self._i = 0
@@ -31,6 +32,17 @@ class FakeNvml(types.SimpleNamespace):
         self.power_mw = power_mw
         self.power_supported = power_supported
         self.power_calls = 0
+        self.clock_reasons = clock_reasons
+        self.gpm_values = gpm  # {metric id: value}, or None for a GPU without GPM
+        self.gpm_allocated = 0
+        self.gpm_freed = 0
+        if gpm is not None:
+            self.NVML_GPM_METRICS_GET_VERSION = 1
+            self.c_nvmlGpmMetricsGet_t = _FakeMetricsGet
+            self.nvmlGpmSampleAlloc = self._gpm_alloc
+            self.nvmlGpmSampleFree = self._gpm_free
+            self.nvmlGpmSampleGet = lambda h, sample: sample
+            self.nvmlGpmMetricsGet = self._gpm_get
 
     def nvmlInit(self):
         pass
@@ -55,6 +67,32 @@ class FakeNvml(types.SimpleNamespace):
             raise RuntimeError("Not Supported")
         return self.power_mw
 
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 55
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return self.clock_reasons
+
+    def nvmlDeviceGetPcieThroughput(self, h, counter):
+        return 2_000 if counter == 0 else 3_000  # KB/s
+
+    def _gpm_alloc(self):
+        self.gpm_allocated += 1
+        return object()
+
+    def _gpm_free(self, sample):
+        self.gpm_freed += 1
+
+    def _gpm_get(self, req):
+        for i in range(req.numMetrics):
+            m = req.metrics[i]
+            m.value = self.gpm_values[m.metricId]
+            m.nvmlReturn = 0
+        return req
+
     def nvmlSystemGetDriverVersion(self):
         return b"580.159.04"
 
@@ -66,6 +104,13 @@ class FakeNvml(types.SimpleNamespace):
 
     def nvmlDeviceGetName(self, h):
         return "NVIDIA Fake 80GB"
+
+
+class _FakeMetricsGet:
+    def __init__(self):
+        self.version = self.numMetrics = 0
+        self.sample1 = self.sample2 = None
+        self.metrics = [types.SimpleNamespace(metricId=0, nvmlReturn=1, value=0.0) for _ in range(8)]
 
 
 @pytest.fixture

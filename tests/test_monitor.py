@@ -3,38 +3,97 @@ import time
 
 import pytest
 
-from helpers import monitor
+from helpers import monitor, train
+from helpers.monitor import Monitor, MonitorRecord
+from helpers.telemetry import decode_clock_reasons
+
+GPM = {2: 90.0, 3: 40.0, 5: 70.0, 10: 30.0}
 
 
 def _threads():
-    return [t for t in threading.enumerate() if t.name == "gpu-sampler"]
+    return [t for t in threading.enumerate() if t.name == "gpu-monitor"]
 
 
-def test_samples_nvml_in_the_background(fake_nvml):
+def _mon(nv, **kw):
+    kw.setdefault("period_s", 0.02)
+    return Monitor(backend=nv, handles=["h"], live=False, **kw)
+
+
+def test_samples_every_nvml_field_in_the_background(fake_nvml):
     nv = fake_nvml(util=(10, 30, 50, 70), mem_used_gib=2.0, power_mw=250_000)
-    with monitor.GpuSampler(period_s=0.02, backend=nv, handle="h") as mon:
+    with _mon(nv) as mon:
         time.sleep(0.15)
+    df = mon.samples_frame()
+    assert len(df) >= 4 and df["t_s"].is_monotonic_increasing
+    for col in ("util_pct", "mem_used_gib", "mem_total_gib", "power_w", "temp_c", "sm_clock_mhz",
+                "clock_reasons", "pcie_tx_mb_s", "pcie_rx_mb_s"):
+        assert col in df and df[col].notna().all(), col
+    assert df["pcie_rx_mb_s"].iloc[0] == pytest.approx(3.0)
     s = mon.summary()
-    assert s.source == "nvml" and s.samples >= 4
-    assert 10 <= s.mean_util_pct <= 70
-    assert s.peak_mem_gib == pytest.approx(2.0)
+    assert s.source == "nvml" and 10 <= s.mean_util_pct <= 70
+    assert s.peak_mem_gib == pytest.approx(2.0) and s.mem_total_gib == 80
     assert s.mean_power_w == pytest.approx(250.0)
-    df = mon.to_frame()
-    assert len(df) == s.samples and df["t_s"].is_monotonic_increasing
-    assert "GPU utilisation (NVML)" in str(s)
+    assert s.mean_sm_active_pct is None  # no GPM on this fake
     assert not _threads()
 
 
-def test_unsupported_power_is_asked_once(fake_nvml):
+def test_gpm_metrics_need_two_samples_100ms_apart(fake_nvml):
+    nv = fake_nvml(gpm=GPM)
+    mon = Monitor(backend=nv, handles=["h"], gpm=True, live=False, period_s=0.05)
+    with mon:
+        time.sleep(0.35)
+    df = mon.samples_frame()
+    assert pd_isnan(df["sm_active_pct"].iloc[0])  # the first reading has no interval yet
+    assert (df["sm_active_pct"].dropna() == 90.0).all() and df["sm_active_pct"].notna().sum() >= 2
+    assert mon.summary().mean_tensor_active_pct == pytest.approx(70.0)
+    mon.close()
+    assert nv.gpm_freed == nv.gpm_allocated == 2
+
+
+def pd_isnan(v) -> bool:
+    return v != v
+
+
+def test_unsupported_fields_are_asked_once(fake_nvml):
     nv = fake_nvml(power_supported=False)
-    with monitor.GpuSampler(period_s=0.01, backend=nv, handle="h") as mon:
+    with _mon(nv, period_s=0.01) as mon:
         time.sleep(0.08)
     assert nv.power_calls == 1
+    assert "power" in mon.unsupported
     assert mon.summary().mean_power_w is None
 
 
+def test_steps_and_phases_share_the_time_axis(fake_nvml):
+    with _mon(fake_nvml()) as mon:
+        with mon.phase("data"):
+            time.sleep(0.03)
+        for _ in range(4):
+            time.sleep(0.01)
+            mon.step(images=32)
+        mon.step(images=32, step_ms=20.0)
+    steps, phases = mon.steps_frame(), mon.phases_frame()
+    assert list(steps["step"]) == [0, 1, 2, 3, 4]
+    assert steps["img_per_s"].iloc[0] is None or pd_isnan(steps["img_per_s"].iloc[0])  # no previous step
+    assert steps["img_per_s"].iloc[-1] == pytest.approx(1600.0)
+    assert phases.loc[0, "name"] == "data" and phases.loc[0, "end_s"] > phases.loc[0, "start_s"]
+    assert mon.summary().img_per_s > 0
+    assert mon.summary(phase="data").steps == 0
+    with pytest.raises(ValueError, match="no phase named 'nope'"):
+        mon.summary(phase="nope")
+
+
+def test_training_feeds_the_monitor(fake_nvml):
+    cfg = train.TrainConfig(batch_size=8, steps=5, warmup_steps=2, image_size=16, dataset_size=64)
+    with _mon(fake_nvml()) as mon:
+        res = train.train(cfg, monitor=mon)
+    assert len(mon.record.steps) == 7
+    assert [p["name"] for p in mon.record.phases] == ["warm-up", "measured"]
+    measured = mon.summary(phase="measured")
+    assert measured.steps == 5 and measured.img_per_s == pytest.approx(res.img_per_s, rel=0.6)
+
+
 def test_start_twice_stop_twice(fake_nvml):
-    mon = monitor.GpuSampler(period_s=0.01, backend=fake_nvml(), handle="h")
+    mon = _mon(fake_nvml(), period_s=0.01)
     mon.stop()  # before start: harmless
     mon.start()
     mon.start()
@@ -44,11 +103,21 @@ def test_start_twice_stop_twice(fake_nvml):
     assert not mon.running and not _threads()
 
 
-def test_an_exception_in_the_block_stops_the_thread(fake_nvml):
-    with pytest.raises(KeyboardInterrupt):
-        with monitor.GpuSampler(period_s=0.01, backend=fake_nvml(), handle="h"):
-            raise KeyboardInterrupt
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, RuntimeError])
+def test_an_exception_inside_the_block_stops_the_thread_and_closes_phases(fake_nvml, exc):
+    mon = _mon(fake_nvml(), period_s=0.01)
+    with pytest.raises(exc):
+        with mon:
+            with mon.phase("train"):
+                raise exc
     assert not _threads()
+    assert mon.record.phases[0]["end_s"] is not None
+
+
+def test_stop_all_catches_monitors_left_running(fake_nvml):
+    mons = [_mon(fake_nvml()).start() for _ in range(2)]
+    assert monitor.stop_all() == 2
+    assert not any(m.running for m in mons) and not _threads()
 
 
 def test_a_failing_read_skips_a_sample_and_keeps_going(fake_nvml):
@@ -63,23 +132,40 @@ def test_a_failing_read_skips_a_sample_and_keeps_going(fake_nvml):
         return real(h)
 
     nv.nvmlDeviceGetUtilizationRates = flaky
-    with monitor.GpuSampler(period_s=0.01, backend=nv, handle="h") as mon:
+    with _mon(nv, period_s=0.01) as mon:
         time.sleep(0.08)
     assert mon.summary().samples >= 3
+    assert "util" not in mon.unsupported
 
 
 def test_without_nvml_it_samples_the_host(capsys):
-    with monitor.GpuSampler(period_s=0.02) as mon:
+    with Monitor(period_s=0.02, live=False) as mon:
         sum(i for i in range(200000))
         time.sleep(0.05)
     s = mon.summary()
     assert s.source == "host" and s.samples >= 2 and s.peak_mem_gib > 0
     assert "no NVML" in str(s)
-    assert capsys.readouterr().out.count("NVML unavailable") <= 1
+    assert capsys.readouterr().out.count("NVML unavailable") == 1
 
 
-def test_empty_summary_and_bad_period():
+def test_record_round_trips_through_json(fake_nvml, tmp_path):
+    with _mon(fake_nvml()) as mon:
+        with mon.phase("p"):
+            mon.step(images=4, step_ms=2.0)
+    path = mon.save("run-a")
+    assert path.parent.name == "monitor" and path.name == "run-a.json"
+    again = MonitorRecord.load(path)
+    assert again.samples == mon.record.samples and again.phases == mon.record.phases
+    assert again.meta["name"] == "run-a"
+
+
+def test_bad_arguments_say_what_to_use():
     with pytest.raises(ValueError, match="period_s"):
-        monitor.GpuSampler(period_s=0)
-    s = monitor.GpuSampler(period_s=1).summary()
-    assert s.samples == 0
+        Monitor(period_s=0, live=False)
+    with pytest.raises(ValueError, match="refresh_hz"):
+        Monitor(refresh_hz=0, live=False)
+
+
+def test_clock_reason_names():
+    assert decode_clock_reasons(0) == []
+    assert decode_clock_reasons(0x4 | 0x40) == ["power cap (software)", "thermal (hardware)"]

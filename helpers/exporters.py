@@ -1,0 +1,113 @@
+"""Monitor exports that production users expect: a Prometheus endpoint and TensorBoard scalars.
+
+    url = mon.serve_prometheus(port=0)      # http://127.0.0.1:<free port>/metrics, updated every sample
+    mon.write_tensorboard("runs/monitor")   # tensorboard --logdir runs/monitor
+
+The endpoint binds to 127.0.0.1 only: telemetry is not for the whole network.
+Reach it from elsewhere through an ssh tunnel, or put it behind your own proxy.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .monitor import MonitorRecord
+
+__all__ = ["PrometheusExporter", "write_tensorboard", "METRIC_HELP"]
+
+#: sample key → (metric name, help text)
+METRIC_HELP = {
+    "util_pct": ("gpu_utilization_percent", "NVML GPU utilisation: share of time any kernel ran"),
+    "sm_active_pct": ("gpu_sm_active_percent", "GPM SM activity: share of SMs busy"),
+    "sm_occupancy_pct": ("gpu_sm_occupancy_percent", "GPM SM occupancy: resident warps vs maximum"),
+    "tensor_active_pct": ("gpu_tensor_active_percent", "GPM tensor-core activity"),
+    "dram_bw_pct": ("gpu_dram_bandwidth_percent", "GPM DRAM bandwidth vs peak"),
+    "mem_used_gib": ("gpu_memory_used_gib", "NVML device memory used"),
+    "alloc_gib": ("torch_memory_allocated_gib", "PyTorch allocator: memory in tensors"),
+    "reserved_gib": ("torch_memory_reserved_gib", "PyTorch allocator: memory reserved"),
+    "power_w": ("gpu_power_watts", "board power"),
+    "temp_c": ("gpu_temperature_celsius", "GPU temperature"),
+    "sm_clock_mhz": ("gpu_sm_clock_mhz", "SM clock"),
+    "clock_reasons": ("gpu_clock_event_reasons", "NVML clock-event reason bit mask"),
+    "pcie_tx_mb_s": ("gpu_pcie_tx_mb_per_second", "PCIe traffic out of the GPU"),
+    "pcie_rx_mb_s": ("gpu_pcie_rx_mb_per_second", "PCIe traffic into the GPU"),
+    "cpu_pct": ("host_cpu_percent", "host CPU utilisation (no NVML)"),
+    "host_mem_gib": ("host_process_memory_gib", "resident memory of this process"),
+}
+
+
+class PrometheusExporter:
+    """Gauges for every sampled field, served at ``http://127.0.0.1:<port>/metrics``."""
+
+    def __init__(self, port: int = 0, *, addr: str = "127.0.0.1") -> None:
+        try:
+            import prometheus_client as pc
+        except ImportError as e:
+            raise ImportError(
+                "the Prometheus endpoint needs prometheus-client: pip install prometheus-client "
+                "(the project's own setup installs it: make lab)"
+            ) from e
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port={port!r}: use 0 (pick a free port) or a port number from 1 to 65535.")
+        self.registry = pc.CollectorRegistry()
+        self._gauges = {
+            key: pc.Gauge(name, text, ["gpu"], registry=self.registry) for key, (name, text) in METRIC_HELP.items()
+        }
+        self._steps = pc.Counter("train_steps", "training steps seen by the monitor", registry=self.registry)
+        self._images = pc.Counter("train_images", "training images seen by the monitor", registry=self.registry)
+        self._img_per_s = pc.Gauge("train_images_per_second", "throughput of the last step", registry=self.registry)
+        try:
+            self._server, self._thread = pc.start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise RuntimeError(
+                    f"port {port} on {addr} is already in use (another monitor or server?). "
+                    "Pass another port, or port=0 to let the system pick a free one."
+                ) from None
+            raise
+        self.port = self._server.server_port
+        self.url = f"http://{addr}:{self.port}/metrics"
+
+    def on_sample(self, row: dict[str, Any]) -> None:
+        gpu = str(row.get("gpu"))
+        for key, value in row.items():
+            gauge = self._gauges.get(key)
+            if gauge is not None and value is not None:
+                gauge.labels(gpu=gpu).set(value)
+
+    def on_step(self, row: dict[str, Any]) -> None:
+        self._steps.inc()
+        self._images.inc(row["images"])
+        if row.get("img_per_s") is not None:
+            self._img_per_s.set(row["img_per_s"])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def write_tensorboard(record: "MonitorRecord", log_dir: str | Path) -> Path:
+    """Every sample and step of ``record`` as TensorBoard scalars, the x axis in milliseconds since start."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:
+        raise ImportError("TensorBoard scalars need the tensorboard package: pip install tensorboard "
+                          "(the project's own setup installs it: make lab)") from e
+    log_dir = Path(log_dir)
+    writer = SummaryWriter(log_dir=str(log_dir))
+    try:
+        for s in record.samples:
+            step = int(round(s["t_s"] * 1000))
+            tag_gpu = f"gpu{s['gpu']}" if s.get("gpu") is not None else "host"
+            for key, (name, _text) in METRIC_HELP.items():
+                if s.get(key) is not None:
+                    writer.add_scalar(f"{tag_gpu}/{name}", s[key], step)
+        for s in record.steps:
+            if s.get("img_per_s") is not None:
+                writer.add_scalar("train/images_per_second", s["img_per_s"], int(round(s["t_s"] * 1000)))
+    finally:
+        writer.close()
+    return log_dir

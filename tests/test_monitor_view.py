@@ -1,0 +1,84 @@
+import time
+
+import plotly.graph_objects as go
+import pytest
+
+from helpers import monitor_view
+from helpers.monitor import Monitor, MonitorRecord
+
+
+def _record(source="nvml", n=20, devices=(0,)):
+    samples = [{"t_s": i * 0.25, "gpu": d, "util_pct": 50.0, "sm_active_pct": 20.0, "mem_used_gib": 3.0,
+                "alloc_gib": 1.0, "reserved_gib": 2.0, "power_w": 300.0, "sm_clock_mhz": 1900.0}
+               for i in range(n) for d in devices]
+    if source == "host":
+        samples = [{"t_s": i * 0.25, "gpu": None, "cpu_pct": 40.0, "host_mem_gib": 1.0} for i in range(n)]
+    steps = [{"t_s": i * 0.5, "step": i, "images": 32, "step_ms": 50.0, "img_per_s": 640.0} for i in range(n // 2)]
+    phases = [{"name": "warm-up", "start_s": 0.0, "end_s": 1.0}, {"name": "measured", "start_s": 1.0, "end_s": None}]
+    return MonitorRecord(source=source, devices=list(devices) if source == "nvml" else [], period_s=0.25,
+                         samples=samples, steps=steps, phases=phases)
+
+
+def test_static_figure_has_four_panels_with_data_and_phase_bands():
+    fig = monitor_view.build_figure(_record())
+    names = [t.name for t in fig.data]
+    assert "NVML utilisation" in names and "SM activity (GPM)" in names and "img/s per step" in names
+    util = next(t for t in fig.data if t.name == "NVML utilisation")
+    assert len(util.x) == 20
+    assert len(fig.layout.shapes) == 2  # one shaded band per phase, the open one drawn to the end
+    assert fig.layout.shapes[1].x1 == pytest.approx(round(19 * 0.25))  # an open band ends at the last sample
+    titles = {a.text for a in fig.layout.annotations}
+    assert {"utilisation (%)", "memory (GiB)", "throughput (img/s)", "warm-up", "measured"} <= titles
+
+
+def test_window_keeps_only_the_latest_seconds():
+    fig = monitor_view.build_figure(_record(n=400), window_s=10)
+    util = next(t for t in fig.data if t.name == "NVML utilisation")
+    assert min(util.x) >= 399 * 0.25 - 10 and len(util.x) == 41
+
+
+def test_each_gpu_gets_its_own_lines():
+    fig = monitor_view.build_figure(_record(devices=(0, 1)))
+    names = [t.name for t in fig.data]
+    assert "NVML utilisation GPU0" in names and "NVML utilisation GPU1" in names
+
+
+def test_host_record_draws_cpu_and_memory():
+    fig = monitor_view.build_figure(_record("host"))
+    assert [t.name for t in fig.data][:2] == ["CPU utilisation", "process memory (RSS)"]
+
+
+def test_two_runs_overlaid():
+    fig = monitor_view.compare_figure(_record(), _record("host"), labels=("slow", "fast"))
+    names = [t.name for t in fig.data]
+    assert "slow: utilisation" in names and "fast: utilisation" in names and "fast: img/s" in names
+
+
+def test_live_view_batches_redraws_and_finishes_with_a_static_figure(fake_nvml, monkeypatch, capsys):
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj):
+            updates.append(obj)
+
+    monkeypatch.setattr("IPython.display.display", lambda obj, display_id=False: shown.append(obj) or Handle())
+    mon = Monitor(backend=fake_nvml(), handles=["h"], live=True, period_s=0.01, refresh_hz=4)
+    with mon:
+        for _ in range(20):
+            mon.step(images=8)
+            time.sleep(0.01)
+    assert isinstance(shown[0], go.FigureWidget)
+    assert len(shown[0].data[0].x) > 0  # the widget holds data points
+    assert len(updates) == 1 and type(updates[0]) is go.Figure  # replaced in place by a static figure
+    assert "GPU utilisation (NVML)" in capsys.readouterr().out  # and the one-line summary
+
+
+def test_redraws_are_rate_limited(fake_nvml, monkeypatch):
+    mon = Monitor(backend=fake_nvml(), handles=["h"], live=False, period_s=1.0, refresh_hz=2)
+    view = monitor_view.LiveView(mon, thread_refresh=False)
+    view._widget = go.FigureWidget(monitor_view.build_figure(mon.snapshot()))
+    calls = []
+    monkeypatch.setattr(view, "refresh", lambda: calls.append(1) or setattr(view, "_last", time.monotonic()))
+    for _ in range(50):
+        view.maybe_refresh()
+    assert len(calls) == 1
