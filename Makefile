@@ -20,6 +20,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-unit test-notebooks
 
 test-unit: $(STAMP)
+	scripts/ensure_browser.sh
 	HELPERS_SCALE=smoke $(PY) -m pytest -q tests
 
 test-notebooks: $(STAMP)

@@ -218,7 +218,13 @@ class Monitor:
             self._view.show(display_widget=self._live != "offscreen")
         return self
 
-    def stop(self) -> "Monitor":
+    def __repr__(self) -> str:
+        where = f"GPU {', '.join(map(str, self.devices))}" if self.source == "nvml" else "host"
+        state = "running" if self.running else "stopped"
+        return (f"Monitor({where}, every {self.period_s * 1e3:.0f} ms, {state}, {len(self.record.samples)} samples, "
+                f"{len(self.record.steps)} steps)")
+
+    def stop(self) -> None:
         """Stop sampling, close open phases, finish the plot. Safe to call twice, or before start."""
         thread = self._thread
         self._stop_evt.set()
@@ -236,7 +242,6 @@ class Monitor:
             self._sample()  # a last sample at the end of the block
             if self._view is not None and self._live != "offscreen":
                 self._view.finish()
-        return self
 
     def close(self) -> None:
         """Stop and release NVML/GPM resources (the monitor cannot be restarted after)."""

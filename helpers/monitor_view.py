@@ -246,11 +246,15 @@ class LiveView:
 
     def finish(self) -> None:
         """Replace the live widget by a static figure of the whole run, and print the summary."""
-        fig = self.monitor.figure()
-        if self._handle is not None:
-            self._handle.update(fig)
-        else:
-            from IPython.display import display
+        import plotly.io as pio
+        from IPython.display import display
 
-            display(fig)
-        print(self.monitor.summary())
+        summary = str(self.monitor.summary())
+        # A raw mime bundle: plotly's own display hook would ignore the display id and add a new output.
+        bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.monitor.figure())
+        bundle["text/plain"] = f"<{self.monitor.title}: {summary}>"
+        if self._handle is not None:
+            self._handle.update(bundle, raw=True)
+        else:
+            display(bundle, raw=True)
+        print(summary)

@@ -399,4 +399,7 @@ def train(
 
     With ``monitor=mon`` the live monitor plots every step and shades the warm-up and measured phases.
     """
-    return Trainer(cfg, device=device, model=model).run(on_step=on_step, monitor=monitor)
+    setup = monitor.phase("set-up") if monitor is not None else contextlib.nullcontext()
+    with setup:  # building the data set and the model takes seconds: show where they went
+        trainer = Trainer(cfg, device=device, model=model)
+    return trainer.run(on_step=on_step, monitor=monitor)

@@ -87,7 +87,7 @@ def test_training_feeds_the_monitor(fake_nvml):
     with _mon(fake_nvml()) as mon:
         res = train.train(cfg, monitor=mon)
     assert len(mon.record.steps) == 7
-    assert [p["name"] for p in mon.record.phases] == ["warm-up", "measured"]
+    assert [p["name"] for p in mon.record.phases] == ["set-up", "warm-up", "measured"]
     measured = mon.summary(phase="measured")
     assert measured.steps == 5 and measured.img_per_s == pytest.approx(res.img_per_s, rel=0.6)
 

@@ -58,10 +58,10 @@ def test_live_view_batches_redraws_and_finishes_with_a_static_figure(fake_nvml, 
     shown, updates = [], []
 
     class Handle:
-        def update(self, obj):
-            updates.append(obj)
+        def update(self, obj, raw=False):
+            updates.append((obj, raw))
 
-    monkeypatch.setattr("IPython.display.display", lambda obj, display_id=False: shown.append(obj) or Handle())
+    monkeypatch.setattr("IPython.display.display", lambda obj, display_id=False, raw=False: shown.append(obj) or Handle())
     mon = Monitor(backend=fake_nvml(), handles=["h"], live=True, period_s=0.01, refresh_hz=4)
     with mon:
         for _ in range(20):
@@ -69,7 +69,9 @@ def test_live_view_batches_redraws_and_finishes_with_a_static_figure(fake_nvml, 
             time.sleep(0.01)
     assert isinstance(shown[0], go.FigureWidget)
     assert len(shown[0].data[0].x) > 0  # the widget holds data points
-    assert len(updates) == 1 and type(updates[0]) is go.Figure  # replaced in place by a static figure
+    assert len(updates) == 1 and len(shown) == 1  # the widget's output replaced in place, nothing added
+    bundle, raw = updates[0]
+    assert raw and bundle["application/vnd.plotly.v1+json"]["data"][0]["x"]  # a static figure with data
     assert "GPU utilisation (NVML)" in capsys.readouterr().out  # and the one-line summary
 
 

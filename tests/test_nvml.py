@@ -43,3 +43,19 @@ def test_driver_info_and_handles_with_a_fake(fake_nvml):
     assert nvml.handle_for_cuda_device(0) == "handle"
     assert nvml.gpm_supported("handle") is False  # the fake has no GPM
     assert nvml.mig_enabled("handle") is None
+
+
+def test_cuda_devices_map_to_nvml_by_uuid_even_when_reordered(monkeypatch, fake_nvml):
+    # CUDA_VISIBLE_DEVICES=1,0: CUDA device 0 is NVML's GPU 1. The UUID decides, not the index.
+    import torch
+
+    nv = fake_nvml()
+    nv.nvmlDeviceGetHandleByUUID = lambda uuid: {"GPU-bbbb": "nvml-gpu-1", "GPU-aaaa": "nvml-gpu-0"}[uuid]
+    nv.nvmlDeviceGetHandleByIndex = lambda i: f"nvml-gpu-{i}"
+    nvml.reset_for_tests(nv)
+    uuids = {0: "bbbb", 1: "aaaa"}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid=uuids[i]))
+    assert nvml.handle_for_cuda_device(0) == "nvml-gpu-1"
+    assert nvml.handle_for_cuda_device(1) == "nvml-gpu-0"
