@@ -37,7 +37,7 @@ from typing import Any, Iterator
 from . import nvml
 from .telemetry import HostReader, NvmlReader
 
-__all__ = ["Monitor", "MonitorSummary", "MonitorRecord", "stop_all"]
+__all__ = ["Monitor", "MonitorSummary", "MonitorRecord", "stop_all", "load_record"]
 
 _running: "weakref.WeakSet[Monitor]" = weakref.WeakSet()
 
@@ -121,6 +121,19 @@ class MonitorSummary:
         mem = "n/a" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.2f} GiB"
         thr = "n/a" if self.img_per_s is None else f"{self.img_per_s:,.0f} img/s"
         return f"{head} | peak memory {mem} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
+
+
+def load_record(name: str, *, directory: str | Path | None = None) -> MonitorRecord:
+    """A record saved with ``mon.save(name)`` (from ``results/monitor/``, or ``results/local/monitor/`` at smoke scale)."""
+    from . import results
+
+    directory = Path(directory) if directory is not None else results.scaled_dir("monitor")
+    path = directory / f"{name}.json"
+    if not path.exists():
+        saved = sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
+        raise FileNotFoundError(f"no monitor record named {name!r} in {directory}; saved records: {saved or 'none'}. "
+                                "Run the notebook that saves it first (e.g. 01_baseline saves '01_baseline').")
+    return MonitorRecord.load(path)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -321,6 +334,12 @@ class Monitor:
         if self._view is not None:
             self._view.maybe_refresh()  # from the main thread: works where thread output does not
 
+    def refresh(self) -> None:
+        """Redraw the live plot now if it is due (at most ``refresh_hz``): call it from your own loop
+        where output from background threads does not reach the notebook."""
+        if self._view is not None:
+            self._view.maybe_refresh()
+
     def on_train_step(self, rec) -> None:
         """Adapter for ``train(..., on_step=mon.on_train_step)``."""
         self.step(images=rec.images, step_ms=rec.step_ms)
@@ -440,7 +459,9 @@ class Monitor:
         return rec.save(directory / f"{name}.json")
 
     def serve_prometheus(self, port: int = 0) -> str:
-        """Serve the latest readings at ``http://127.0.0.1:<port>/metrics``; ``port=0`` picks a free port."""
+        """Serve the latest readings at ``http://127.0.0.1:<port>/metrics``; ``port=0`` picks a free port.
+
+        The endpoint stays up across ``stop()``/``start()``; ``close()`` shuts it down."""
         from .exporters import PrometheusExporter
 
         exp = PrometheusExporter(port=port)

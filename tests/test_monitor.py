@@ -4,7 +4,7 @@ import time
 import pytest
 
 from helpers import monitor, train
-from helpers.monitor import Monitor, MonitorRecord
+from helpers.monitor import Monitor
 from helpers.telemetry import decode_clock_reasons
 
 GPM = {2: 90.0, 3: 40.0, 5: 70.0, 10: 30.0}
@@ -154,9 +154,11 @@ def test_record_round_trips_through_json(fake_nvml, tmp_path):
             mon.step(images=4, step_ms=2.0)
     path = mon.save("run-a")
     assert path.parent.name == "monitor" and path.name == "run-a.json"
-    again = MonitorRecord.load(path)
+    again = monitor.load_record("run-a")
     assert again.samples == mon.record.samples and again.phases == mon.record.phases
     assert again.meta["name"] == "run-a"
+    with pytest.raises(FileNotFoundError, match="saved records: \\['run-a'\\]"):
+        monitor.load_record("run-b")
 
 
 def test_bad_arguments_say_what_to_use():
