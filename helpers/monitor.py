@@ -227,7 +227,7 @@ class Monitor:
         if self._want_live():
             from .monitor_view import LiveView
 
-            self._view = self._view or LiveView(self)
+            self._view = LiveView(self)
             self._view.show(display_widget=self._live != "offscreen")
         return self
 
@@ -255,6 +255,7 @@ class Monitor:
             self._sample()  # a last sample at the end of the block
             if self._view is not None and self._live != "offscreen":
                 self._view.finish()
+            self._view = None  # a restart draws a new live plot where it is started
 
     def close(self) -> None:
         """Stop and release NVML/GPM resources (the monitor cannot be restarted after)."""
@@ -270,12 +271,6 @@ class Monitor:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def __del__(self) -> None:  # a monitor dropped while running must not leave its thread behind
-        try:
-            self._stop_evt.set()
-        except Exception:
-            pass
-
     # -- sampling -----------------------------------------------------------------------------
     def _now(self) -> float:
         return time.perf_counter() - self._t0
@@ -283,8 +278,9 @@ class Monitor:
     def _loop(self) -> None:
         while not self._stop_evt.wait(self.period_s):
             self._sample()
-            if self._view is not None and self._view.thread_refresh:
-                self._view.maybe_refresh()
+            view = self._view  # read once: stop() may clear it meanwhile
+            if view is not None and view.thread_refresh:
+                view.maybe_refresh()
 
     def _sample(self) -> None:
         t = self._now()
@@ -331,8 +327,9 @@ class Monitor:
             self.record.steps.append(row)
         for e in self._exporters:
             e.on_step(row)
-        if self._view is not None:
-            self._view.maybe_refresh()  # from the main thread: works where thread output does not
+        view = self._view
+        if view is not None:
+            view.maybe_refresh()  # from the main thread: works where thread output does not
 
     def refresh(self) -> None:
         """Redraw the live plot now if it is due (at most ``refresh_hz``): call it from your own loop

@@ -84,3 +84,18 @@ def test_redraws_are_rate_limited(fake_nvml, monkeypatch):
     for _ in range(50):
         view.maybe_refresh()
     assert len(calls) == 1
+
+
+def test_a_restarted_monitor_draws_a_new_live_plot(fake_nvml, monkeypatch, capsys):
+    shown = []
+
+    class Handle:
+        def update(self, obj, raw=False):
+            pass
+
+    monkeypatch.setattr("IPython.display.display", lambda obj, display_id=False, raw=False: shown.append(obj) or Handle())
+    mon = Monitor(backend=fake_nvml(), handles=["h"], live=True, period_s=0.01)
+    for _ in range(2):
+        with mon:
+            mon.step(images=1)
+    assert sum(isinstance(o, go.FigureWidget) for o in shown) == 2
