@@ -25,6 +25,8 @@ from . import solutions
 
 __all__ = [
     "CheckResult",
+    "check_fast_loader",
+    "check_gpu_augment",
     "BOTTLENECKS",
     "BaselineEvidence",
     "BaselineAnalysis",
@@ -171,3 +173,77 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
                                   f"{high:.1f}×.")
     return CheckResult(name, "passed", f"Your reading agrees with the measurements (headroom between {low:.1f}× and "
                                        f"{high:.1f}×).", answer)
+
+
+# -- 02_dataloader: a fast loader configuration, and augmentation on the GPU ----------------------------
+
+def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float = 0.8) -> CheckResult:
+    """``spec`` (a LoaderSpec) must be valid here and deliver at least ``share_of_best`` of the grid's best img/s.
+
+    ``measure(spec) → img/s`` measures it again now; the grid's numbers are the reference.
+    """
+    from . import env
+    from .loaders import LoaderSpec
+
+    name = "02 · a fast loader configuration"
+    ref = solutions.nb02.fast_loader(grid_df)
+    if spec is None:
+        return _not_done(name, ref, "Set my_spec to a LoaderSpec and run this cell again.")
+    if not isinstance(spec, LoaderSpec):
+        return _failed(name, ref, f"my_spec is a {type(spec).__name__}; build it with LoaderSpec(batch_size=..., "
+                                  "num_workers=..., pin_memory=...).")
+    cores = env.usable_cpus()
+    if spec.num_workers > cores:
+        return _failed(name, ref, f"num_workers={spec.num_workers} is more than the {cores} cores this process may use: "
+                                  "the extra workers only compete for them. Look at the worker sweep.")
+    best = float(grid_df["img_per_s"].max())
+    got = measure(spec)
+    if got < share_of_best * best:
+        return _failed(name, ref, f"{spec.label()} delivered {got:,.0f} img/s; the grid's best reached {best:,.0f}. "
+                                  f"Aim for at least {share_of_best:.0%} of it: read the heatmap.")
+    return CheckResult(name, "passed", f"{spec.label()} delivered {got:,.0f} img/s ({got / best:.0%} of the grid's best).",
+                       spec)
+
+
+def check_gpu_augment(fn: Callable, *, device, out_size: int = 64, n: int = 64, seed: int | None = None,
+                      repeats: int = 5) -> CheckResult:
+    """``fn(batch_u8_nchw, params, out_size)`` must match :func:`helpers.augment.cpu_augment` and beat the CPU loop."""
+    import torch
+
+    from . import augment, bench, data
+
+    name = "02 · augmentation on the GPU"
+    ref = solutions.nb02.gpu_augment
+    rng_seed = seed if seed is not None else random.randrange(2**31)
+    images, _ = data.synthetic_images(n, seed=rng_seed)
+    params = augment.random_params(n, crop=28, seed=rng_seed + 1)
+    batch = torch.from_numpy(images).permute(0, 3, 1, 2).contiguous().to(device)
+    try:
+        got = fn(batch, params, out_size)
+    except NotImplementedError:
+        return _not_done(name, ref, "Write gpu_augment and run this cell again.")
+    except Exception as e:
+        return _failed(name, ref, f"It raised {type(e).__name__}: {e}.")
+    want_shape = (n, 3, out_size, out_size)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != want_shape:
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        return _failed(name, ref, f"It returned {shape}; expected a float tensor shaped {want_shape}.")
+    if got.device.type != torch.device(device).type:
+        return _failed(name, ref, f"The result is on {got.device}, the batch was on {device}: keep the work on the GPU.")
+    cpu = torch.stack([augment.cpu_augment(images[i], params.at(i), crop=params.crop, out_size=out_size)
+                       for i in range(n)])
+    err = (got.float().cpu() - cpu).abs()
+    if not torch.isfinite(err).all() or err.max() > augment.TOLERANCE:
+        worst = int(err.flatten(1).amax(1).argmax())
+        top, left, flip = params.at(worst)
+        return _failed(name, ref, f"Image {worst} (crop at top={top}, left={left}, flip={flip}) differs from the CPU "
+                                  f"version by up to {float(err[worst].max()):.3f} (tolerance {augment.TOLERANCE:.4f}). "
+                                  "Check the crop offsets, which axis you flip, and the normalisation.")
+    t_gpu = bench.time_it(lambda: fn(batch, params, out_size), warmup=2, repeats=repeats, device=device).median_ms
+    t_cpu = bench.time_it(lambda: [augment.cpu_augment(images[i], params.at(i), crop=params.crop, out_size=out_size)
+                                   for i in range(n)], warmup=1, repeats=repeats, device="cpu").median_ms
+    if t_gpu >= t_cpu:
+        return _failed(name, ref, f"It matches, but takes {t_gpu:.2f} ms against {t_cpu:.2f} ms for the per-image CPU "
+                                  "loop: process the whole batch at once instead of image by image.")
+    return CheckResult(name, "passed", f"It matches the CPU version within {augment.TOLERANCE:.4f} and runs "
+                                       f"{t_cpu / t_gpu:.1f}× faster ({t_gpu:.2f} ms vs {t_cpu:.2f} ms for {n} images).", fn)

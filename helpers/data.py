@@ -44,6 +44,9 @@ __all__ = [
     "JpegFolder",
     "GpuResidentLoader",
     "gpu_resize_normalize",
+    "JpegBytes",
+    "collate_bytes",
+    "GpuJpegLoader",
     "cifar10",
 ]
 
@@ -199,7 +202,7 @@ class JpegFolder(Dataset):
             img = im.convert("RGB")
         label = self.class_index[path.parent.name]
         if self.transform is None:
-            return torch.from_numpy(np.asarray(img)).permute(2, 0, 1).contiguous(), label
+            return torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous(), label
         return self.transform(img), label
 
 
@@ -263,6 +266,58 @@ class GpuResidentLoader:
         for b in range(len(self)):
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]
             yield gpu_resize_normalize(self.x[idx], self.image_size), self.y[idx]
+
+
+class JpegBytes(Dataset):
+    """The files of a :class:`JpegFolder` as undecoded bytes (uint8 1-D tensors), for decoding on the GPU."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.folder = JpegFolder(root)  # same files, same labels, same errors for a missing folder
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getitem__(self, i: int):
+        path = self.folder.files[i]
+        # A NumPy array, not a tensor: workers send it pickled, where a tensor would go through
+        # shared-memory file descriptors, one per image (slow, and it exhausts descriptors).
+        return np.fromfile(path, dtype=np.uint8), self.folder.class_index[path.parent.name]
+
+
+def collate_bytes(batch):
+    """Keep encoded images as a list of uint8 tensors (they differ in length); stack the labels."""
+    return [torch.from_numpy(b) for b, _ in batch], torch.tensor([label for _, label in batch])
+
+
+class GpuJpegLoader:
+    """Workers read JPEG bytes; the GPU decodes the whole batch at once (nvJPEG), then resizes and normalises.
+
+        loader = GpuJpegLoader(ensure_jpeg_folder(50_000), batch_size=256, image_size=224, device="cuda",
+                               num_workers=4)
+
+    On a CPU the same code decodes on the CPU, so it runs everywhere.
+    """
+
+    def __init__(self, root: Path | str, *, batch_size: int, image_size: int, device: torch.device | str,
+                 num_workers: int = 2, seed: int = 0) -> None:
+        self.device = torch.device(device)
+        self.image_size = image_size
+        self.loader = torch.utils.data.DataLoader(
+            JpegBytes(root), batch_size=batch_size, shuffle=True, drop_last=True, num_workers=num_workers,
+            collate_fn=collate_bytes, generator=torch.Generator().manual_seed(seed),
+            persistent_workers=num_workers > 0,
+        )
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        from torchvision.io import ImageReadMode, decode_jpeg
+
+        for encoded, labels in self.loader:
+            images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)  # one batched call
+            batch = torch.stack(images) if isinstance(images, list) else images
+            yield gpu_resize_normalize(batch, self.image_size), labels.to(self.device, non_blocking=True)
 
 
 def cifar10(root: Path | str | None = None, *, download: bool = True, transform: Callable | None = None) -> InMemoryImages:

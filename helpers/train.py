@@ -27,6 +27,7 @@ from torch import nn
 
 from . import data as _data
 from . import env
+from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
 __all__ = ["DTYPES", "DATA_SOURCES", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train"]
@@ -230,17 +231,9 @@ class Trainer:
             dataset = _data.InMemoryImages(images, labels, transform=transform)
         else:
             dataset = _data.JpegFolder(_data.ensure_jpeg_folder(cfg.dataset_size, seed=cfg.seed), transform=transform)
-        loader = torch.utils.data.DataLoader(
-            dataset,
-            batch_size=cfg.batch_size,
-            shuffle=True,
-            drop_last=True,
-            num_workers=cfg.num_workers,
-            pin_memory=cfg.pin_memory and self.cuda,
-            persistent_workers=cfg.persistent_workers,
-            prefetch_factor=cfg.prefetch_factor,
-            generator=torch.Generator().manual_seed(cfg.seed),
-        )
+        spec = LoaderSpec(cfg.batch_size, cfg.num_workers, cfg.pin_memory and self.cuda, cfg.persistent_workers,
+                          cfg.prefetch_factor)
+        loader = make_loader(dataset, spec, seed=cfg.seed)  # warns if num_workers exceeds the usable cores
         return _cycle(lambda: iter(loader))
 
     # -- one step -----------------------------------------------------------------------------

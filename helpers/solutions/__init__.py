@@ -3,6 +3,6 @@
 Try each exercise before reading these.
 """
 
-from . import nb00, nb01
+from . import nb00, nb01, nb02
 
-__all__ = ["nb00", "nb01"]
+__all__ = ["nb00", "nb01", "nb02"]

@@ -1,0 +1,248 @@
+"""Measuring input pipelines: loader throughput, the batch × workers × pinned-memory grid, copies.
+
+    spec = LoaderSpec(batch_size=256, num_workers=8, pin_memory=True)
+    loader_img_per_s(dataset, spec)                 # batches/s × batch, copied to the GPU
+    df = grid(dataset, batch_sizes=[32, 256], workers=[0, 4, 8], pins=[False, True])
+    best_spec(df); heatmap(df)                      # pick from the data; plot it
+    worker_sweep(dataset, batch_size=256)           # img/s against workers, up to the usable cores
+    copy_gb_per_s(batch, pinned=True)               # host-to-device bandwidth, pageable vs pinned
+
+The loader is measured alone (no model): what it can deliver is the ceiling
+of any training loop fed by it. Each measurement warms up first (worker
+start-up and the first batches stay out of the timing) and synchronises the
+GPU before reading the clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from typing import Iterable
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from . import env
+
+__all__ = [
+    "LoaderSpec",
+    "make_loader",
+    "loader_img_per_s",
+    "grid",
+    "best_spec",
+    "heatmap",
+    "worker_sweep",
+    "copy_gb_per_s",
+    "check_workers",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderSpec:
+    """The DataLoader knobs the course turns."""
+
+    batch_size: int = 32
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"LoaderSpec.batch_size={self.batch_size!r}: use an integer ≥ 1.")
+        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
+            raise ValueError(f"LoaderSpec.num_workers={self.num_workers!r}: use an integer ≥ 0 (0 = main process).")
+        if self.num_workers == 0 and (self.persistent_workers or self.prefetch_factor is not None):
+            raise ValueError("LoaderSpec: persistent_workers and prefetch_factor only apply with num_workers ≥ 1.")
+
+    def label(self) -> str:
+        extra = (", persistent" if self.persistent_workers else "") + (
+            f", prefetch {self.prefetch_factor}" if self.prefetch_factor else "")
+        return f"batch {self.batch_size}, {self.num_workers} workers, {'pinned' if self.pin_memory else 'pageable'}{extra}"
+
+
+def check_workers(num_workers: int, *, stacklevel: int = 3) -> None:
+    """Warn when ``num_workers`` exceeds the cores this process may use, with the measured alternative if any."""
+    cores = env.usable_cpus()
+    if num_workers <= cores:
+        return
+    alternative = f"use num_workers ≤ {cores}"
+    try:
+        from . import results
+
+        figures = results.load(results.results_path())["figures"]
+        if "loader_best_workers" in figures:
+            alternative = (f"02_dataloader measured the most img/s on this machine with num_workers="
+                           f"{int(figures['loader_best_workers'])}")
+    except Exception:
+        pass
+    warnings.warn(
+        f"num_workers={num_workers} exceeds the {cores} cores this process may use (os.sched_getaffinity): the extra "
+        f"workers only compete for the same cores and add memory and start-up time; {alternative}.",
+        stacklevel=stacklevel,
+    )
+
+
+def make_loader(dataset: Dataset, spec: LoaderSpec, *, shuffle: bool = True, seed: int = 0, **kwargs) -> DataLoader:
+    """A DataLoader for ``spec`` (pinning only where a GPU exists; a warning for too many workers)."""
+    check_workers(spec.num_workers)
+    return DataLoader(
+        dataset,
+        batch_size=spec.batch_size,
+        shuffle=shuffle,
+        drop_last=True,
+        num_workers=spec.num_workers,
+        pin_memory=spec.pin_memory and torch.cuda.is_available(),
+        persistent_workers=spec.persistent_workers,
+        prefetch_factor=spec.prefetch_factor,
+        generator=torch.Generator().manual_seed(seed),
+        **kwargs,
+    )
+
+
+def loader_img_per_s(
+    dataset: Dataset,
+    spec: LoaderSpec,
+    *,
+    batches: int = 30,
+    warmup: int = 3,
+    device: torch.device | str | None = None,
+) -> float:
+    """Images per second that ``spec`` delivers onto ``device`` (copies included, no model)."""
+    dev = torch.device(device) if device is not None else env.device()
+    need = warmup + batches
+    if len(dataset) // spec.batch_size < need:
+        raise ValueError(
+            f"the dataset holds {len(dataset)} images: {need} batches of {spec.batch_size} need "
+            f"{need * spec.batch_size}; use a larger dataset or fewer batches."
+        )
+    loader = make_loader(dataset, spec)
+    it = iter(loader)
+    non_blocking = spec.pin_memory and dev.type == "cuda"
+    for _ in range(warmup):  # worker start-up and the first batches stay out of the timing
+        x, _y = next(it)
+        x.to(dev, non_blocking=non_blocking)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    start = time.perf_counter()
+    for _ in range(batches):
+        x, _y = next(it)
+        x.to(dev, non_blocking=non_blocking)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)  # note: the copies must have landed before the clock is read
+    elapsed = time.perf_counter() - start
+    del it  # shuts the workers down
+    return batches * spec.batch_size / elapsed
+
+
+def grid(
+    dataset: Dataset,
+    *,
+    batch_sizes: Iterable[int],
+    workers: Iterable[int],
+    pins: Iterable[bool] = (False, True),
+    persistent_workers: bool = False,
+    prefetch_factor: int | None = None,
+    batches: int = 20,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> "pandas.DataFrame":  # noqa: F821
+    """Loader img/s for every combination, one row each (the seed lab's benchmark, measured right)."""
+    import pandas as pd
+
+    rows = []
+    for bs in batch_sizes:
+        for nw in workers:
+            for pin in pins:
+                spec = LoaderSpec(bs, nw, pin, persistent_workers and nw > 0, prefetch_factor if nw > 0 else None)
+                ips = loader_img_per_s(dataset, spec, batches=batches, device=device)
+                rows.append({"batch_size": bs, "num_workers": nw, "pin_memory": pin, "img_per_s": ips})
+                if progress:
+                    print(f"{spec.label():45s} {ips:10,.0f} img/s", flush=True)
+    return pd.DataFrame(rows)
+
+
+def best_spec(df: "pandas.DataFrame") -> LoaderSpec:  # noqa: F821
+    """The grid's fastest configuration."""
+    row = df.loc[df["img_per_s"].idxmax()]
+    return LoaderSpec(int(row.batch_size), int(row.num_workers), bool(row.pin_memory))
+
+
+def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)"):  # noqa: F821
+    """Batch size × workers heatmaps, one panel per pin_memory setting, the best cell marked."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    pins = sorted(df["pin_memory"].unique())
+    fig = make_subplots(rows=1, cols=len(pins), subplot_titles=[f"pin_memory={p}" for p in pins], shared_yaxes=True)
+    zmax = df["img_per_s"].max()
+    best = df.loc[df["img_per_s"].idxmax()]
+    for i, pin in enumerate(pins, start=1):
+        sub = df[df["pin_memory"] == pin].pivot(index="batch_size", columns="num_workers", values="img_per_s")
+        fig.add_trace(go.Heatmap(
+            z=sub.values, x=[str(c) for c in sub.columns], y=[str(r) for r in sub.index], zmin=0, zmax=zmax,
+            colorscale="Viridis", showscale=i == len(pins), text=[[f"{v:,.0f}" for v in r] for r in sub.values],
+            texttemplate="%{text}", hovertemplate="batch %{y}, %{x} workers: %{z:,.0f} img/s<extra></extra>",
+        ), row=1, col=i)
+        if bool(best.pin_memory) == bool(pin):
+            fig.add_trace(go.Scatter(x=[str(int(best.num_workers))], y=[str(int(best.batch_size))], mode="markers",
+                                     marker=dict(symbol="star", size=18, color="red"), name="best",
+                                     showlegend=False), row=1, col=i)
+    fig.update_xaxes(title_text="num_workers", type="category")
+    fig.update_yaxes(title_text="batch size", type="category", row=1, col=1)
+    fig.update_layout(title=title, height=380)
+    return fig
+
+
+def worker_sweep(
+    dataset: Dataset,
+    *,
+    batch_size: int,
+    workers: Iterable[int] | None = None,
+    pin_memory: bool = True,
+    batches: int = 20,
+    device: torch.device | str | None = None,
+) -> "pandas.DataFrame":  # noqa: F821
+    """img/s against num_workers, up to the usable cores (and one step past them, to show the cost)."""
+    import pandas as pd
+
+    cores = env.usable_cpus()
+    if workers is None:
+        workers = sorted({0, 1, 2, 4, 8, 16, 32, cores, cores + max(1, cores // 2)} & set(range(0, cores * 2 + 1)))
+        workers = [w for w in workers if w <= cores + max(1, cores // 2)]
+    rows = []
+    for nw in workers:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the sweep goes past the cores on purpose
+            ips = loader_img_per_s(dataset, LoaderSpec(batch_size, nw, pin_memory), batches=batches, device=device)
+        rows.append({"num_workers": nw, "img_per_s": ips, "beyond_cores": nw > cores})
+    return pd.DataFrame(rows)
+
+
+def copy_gb_per_s(
+    batch: torch.Tensor, *, pinned: bool, non_blocking: bool = False, repeats: int = 10,
+    device: torch.device | str | None = None,
+) -> tuple[float, float]:
+    """Host-to-device copy of ``batch``: (GB/s on the GPU's clock, ms the host spent issuing one copy).
+
+    From pageable memory the driver first copies into a pinned staging buffer,
+    and the host waits; from pinned memory the GPU reads host memory directly,
+    and with ``non_blocking=True`` the host returns at once (so it can prepare
+    the next batch while the copy runs).
+    """
+    from .bench import time_it
+
+    dev = torch.device(device) if device is not None else env.device()
+    src = batch.pin_memory() if (pinned and dev.type == "cuda") else batch
+    host_ms = []
+
+    def copy():
+        t0 = time.perf_counter()
+        src.to(dev, non_blocking=non_blocking)
+        host_ms.append((time.perf_counter() - t0) * 1e3)
+
+    m = time_it(copy, warmup=2, repeats=repeats, device=dev)
+    gbs = src.numel() * src.element_size() / (m.median_ms * 1e-3) / 1e9
+    host_ms.sort()
+    return gbs, host_ms[len(host_ms) // 2]

@@ -1,0 +1,30 @@
+"""Reference solutions for notebooks/02_dataloader."""
+
+from __future__ import annotations
+
+import torch
+
+from ..augment import AugmentParams
+from ..data import gpu_resize_normalize
+from ..loaders import LoaderSpec, best_spec
+
+__all__ = ["fast_loader", "gpu_augment"]
+
+
+def fast_loader(grid_df) -> LoaderSpec:
+    """Take the fastest configuration the grid measured (measure, don't guess)."""
+    return best_spec(grid_df)
+
+
+def gpu_augment(batch: torch.Tensor, params: AugmentParams, out_size: int) -> torch.Tensor:
+    """Crop + flip + resize + normalise a uint8 NCHW batch on its own device, all images at once."""
+    n, c = batch.shape[0], params.crop
+    p = params.to(batch.device)
+    ar = torch.arange(c, device=batch.device)
+    rows = (p.top[:, None] + ar)[:, None, :, None]  # (n, 1, c, 1)
+    cols = (p.left[:, None] + ar)  # (n, c)
+    cols = torch.where(p.flip[:, None], cols.flip(1), cols)[:, None, None, :]  # mirrored columns where flip
+    idx_n = torch.arange(n, device=batch.device)[:, None, None, None]
+    idx_c = torch.arange(batch.shape[1], device=batch.device)[None, :, None, None]
+    crops = batch[idx_n, idx_c, rows, cols]  # one gather: (n, 3, c, c)
+    return gpu_resize_normalize(crops, out_size)

@@ -1,0 +1,96 @@
+import warnings
+
+import pytest
+import torch
+
+from helpers import data, env, loaders, results
+from helpers.loaders import LoaderSpec
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    x, y = data.synthetic_images(256)
+    return data.InMemoryImages(x, y, transform=data.reference_transform(32))
+
+
+def test_spec_validation_and_label():
+    with pytest.raises(ValueError, match="batch_size"):
+        LoaderSpec(batch_size=0)
+    with pytest.raises(ValueError, match="num_workers"):
+        LoaderSpec(num_workers=-1)
+    with pytest.raises(ValueError, match="num_workers ≥ 1"):
+        LoaderSpec(persistent_workers=True)
+    assert LoaderSpec(64, 4, True, True, 4).label() == "batch 64, 4 workers, pinned, persistent, prefetch 4"
+
+
+def test_loader_throughput_counts_images_over_time(dataset):
+    ips = loaders.loader_img_per_s(dataset, LoaderSpec(16, 0), batches=5, device="cpu")
+    assert ips > 0
+    with pytest.raises(ValueError, match="larger dataset"):
+        loaders.loader_img_per_s(dataset, LoaderSpec(128, 0), batches=5, device="cpu")
+
+
+def test_grid_best_and_heatmap(dataset):
+    df = loaders.grid(dataset, batch_sizes=[8, 16], workers=[0, 1], pins=[False, True], batches=3, device="cpu",
+                      progress=False)
+    assert len(df) == 8 and set(df.columns) == {"batch_size", "num_workers", "pin_memory", "img_per_s"}
+    fake = df.assign(img_per_s=range(8))  # the best is the last row: batch 16, 1 worker, pinned
+    assert loaders.best_spec(fake) == LoaderSpec(16, 1, True)
+    fig = loaders.heatmap(fake)
+    assert [t.type for t in fig.data].count("heatmap") == 2
+    star = next(t for t in fig.data if t.type == "scatter")
+    assert list(star.x) == ["1"] and list(star.y) == ["16"]
+
+
+def test_worker_sweep_goes_one_step_past_the_cores(dataset, monkeypatch):
+    monkeypatch.setattr(env, "usable_cpus", lambda: 2)
+    df = loaders.worker_sweep(dataset, batch_size=8, batches=2)
+    assert list(df.num_workers) == [0, 1, 2, 3]
+    assert list(df.beyond_cores) == [False, False, False, True]
+
+
+def test_too_many_workers_warns_with_the_measured_alternative(monkeypatch):
+    monkeypatch.setattr(env, "usable_cpus", lambda: 4)
+    with pytest.warns(UserWarning, match=r"num_workers=8 exceeds the 4 cores.*num_workers ≤ 4"):
+        loaders.check_workers(8)
+    results.record({"loader_best_workers": 3})
+    with pytest.warns(UserWarning, match="measured the most img/s on this machine with num_workers=3"):
+        loaders.check_workers(8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaders.check_workers(4)  # at the limit: no warning
+
+
+def test_training_with_too_many_workers_warns(monkeypatch):
+    from helpers import train
+
+    monkeypatch.setattr(env, "usable_cpus", lambda: 1)
+    cfg = train.TrainConfig(batch_size=8, steps=2, warmup_steps=0, image_size=16, dataset_size=64, num_workers=2)
+    with pytest.warns(UserWarning, match="exceeds the 1 cores"):
+        train.train(cfg)
+
+
+def test_copy_bandwidth_on_a_cpu():
+    gbs, host_ms = loaders.copy_gb_per_s(torch.randn(4, 3, 32, 32), pinned=False, device="cpu")
+    assert gbs > 0 and host_ms >= 0
+
+
+def test_gpu_jpeg_loader_matches_the_cpu_decode(tmp_path):
+    root = data.ensure_jpeg_folder(64, root=tmp_path)
+    gpu = data.GpuJpegLoader(root, batch_size=16, image_size=32, device="cpu", num_workers=1)
+    x, y = next(iter(gpu))
+    assert x.shape == (16, 3, 32, 32) and y.shape == (16,) and x.dtype == torch.float32
+    # no shuffling: decode the same files both ways and compare
+    ordered = torch.utils.data.DataLoader(data.JpegBytes(root), batch_size=8, collate_fn=data.collate_bytes)
+    encoded, labels = next(iter(ordered))
+    from torchvision.io import decode_jpeg
+
+    via_batch = data.gpu_resize_normalize(torch.stack(decode_jpeg(encoded)), 32)
+    via_pil = torch.stack([data.JpegFolder(root, transform=data.reference_transform(32))[i][0] for i in range(8)])
+    assert (via_batch - via_pil).abs().mean() < 0.02  # two JPEG decoders: close, not bit-identical
+    assert labels.tolist() == [data.JpegFolder(root)[i][1] for i in range(8)]
+
+
+def test_jpeg_bytes_on_a_missing_folder_says_how_to_generate(tmp_path):
+    with pytest.raises(FileNotFoundError, match="ensure_jpeg_folder"):
+        data.JpegBytes(tmp_path / "missing")
