@@ -215,7 +215,9 @@ def gpu_resize_normalize(batch_u8: torch.Tensor, image_size: int) -> torch.Tenso
     """
     x = batch_u8.float().div_(255.0)
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
-        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True)
+        # Antialiasing only changes a downscale; upscaling (32 → 224) skips its slower kernel.
+        down = image_size < max(x.shape[-2:])
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=down)
     mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
     return (x - mean) / std

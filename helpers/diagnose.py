@@ -44,7 +44,8 @@ def diagnose(s: "MonitorSummary", result: "TrainResult | None" = None) -> list[F
     util, sm = s.mean_util_pct, s.mean_sm_active_pct
     wait = result.data_wait_share if result is not None else None
 
-    if wait is not None and wait >= 0.3:
+    gpu_busy = max(v for v in (util, sm, 0.0) if v is not None) if s.source == "nvml" else None
+    if wait is not None and wait >= 0.3 and (gpu_busy is None or gpu_busy < 70):
         out.append(Finding(
             "bottleneck", "Input pipeline: the GPU waits for data",
             f"the loop spent {wait:.0%} of its time blocked on the next batch",

@@ -111,6 +111,11 @@ def loader_img_per_s(
 ) -> float:
     """Images per second that ``spec`` delivers onto ``device`` (copies included, no model)."""
     dev = torch.device(device) if device is not None else env.device()
+    # Workers start by preparing prefetch_factor batches each, all at once: time only after that backlog is
+    # drained, and over several rounds of it, or the figure measures a queue being emptied.
+    backlog = spec.num_workers * (spec.prefetch_factor or 2)
+    warmup = max(warmup, backlog + 2)
+    batches = max(batches, 2 * backlog)
     need = warmup + batches
     if len(dataset) // spec.batch_size < need:
         raise ValueError(

@@ -145,7 +145,10 @@ class TrainResult:
     img_per_s: float
     step_ms_median: float
     step_ms_p95: float
-    data_wait_share: float  # share of wall time the loop waited for the loader
+    # Share of wall time the host was blocked waiting for the next batch (with data="gpu": the GPU's time
+    # making batches). In an asynchronous loop the GPU may still be busy while the host waits: read it
+    # beside the GPU's activity (the monitor), as helpers.diagnose does.
+    data_wait_share: float
     phase_ms: dict[str, float]  # median per step: data, h2d, compute, other
     peak_mem_gib: float | None
     loss: float  # mean over the last quarter of the measured steps
@@ -246,13 +249,16 @@ class Trainer:
         cfg, cuda = self.cfg, self.cuda
         t_start = time.perf_counter()
         data_s = copy_s = compute_s = 0.0
-        ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-              torch.cuda.Event(enable_timing=True)) if (cuda and measure) else None
+        ev = tuple(torch.cuda.Event(enable_timing=True) for _ in range(5)) if (cuda and measure) else None
         images = 0
         self.optimizer.zero_grad(set_to_none=True)
         for micro in range(cfg.grad_accum):
             t0 = time.perf_counter()
+            if ev is not None and micro == 0:
+                ev[3].record()
             x, y = next(self._batches)
+            if ev is not None and micro == 0:
+                ev[4].record()  # with data="gpu" the batch is GPU work between these two events
             t1 = time.perf_counter()
             if ev is not None and micro == 0:
                 ev[0].record()
@@ -351,13 +357,19 @@ class Trainer:
         step_ms = sorted(r.step_ms for r in recs)
         p95 = step_ms[min(len(step_ms) - 1, math.ceil(0.95 * len(step_ms)) - 1)]
         if self._events:
-            copy_ms = [a.elapsed_time(b) for a, b, _ in self._events]
-            gpu_ms = [b.elapsed_time(c) for _, b, c in self._events]
+            copy_ms = [e[0].elapsed_time(e[1]) for e in self._events]
+            gpu_ms = [e[1].elapsed_time(e[2]) for e in self._events]
         else:  # CPU: the host times are the work itself
             copy_ms = [r.copy_host_ms for r in recs]
             gpu_ms = [r.compute_host_ms for r in recs]
         med = statistics.median
-        data = med(r.data_ms for r in recs)
+        if self.cfg.data == "gpu" and self._events:
+            # The batch is made by GPU kernels; time the host spends in next() there is the launch queue
+            # pushing back (the GPU is busy), not waiting for data. Count the GPU's own time instead.
+            data_ms = [e[3].elapsed_time(e[4]) for e in self._events]
+        else:
+            data_ms = [r.data_ms for r in recs]
+        data = med(data_ms)
         h2d, compute = med(copy_ms), med(gpu_ms)
         phases = {"data": data, "h2d": h2d, "compute": compute, "other": max(0.0, med(step_ms) - data - h2d - compute)}
         losses = torch.stack(self._losses).float().cpu().tolist() if self._losses else []
@@ -368,7 +380,7 @@ class Trainer:
             img_per_s=self._seen / wall_s,
             step_ms_median=med(step_ms),
             step_ms_p95=p95,
-            data_wait_share=min(1.0, sum(r.data_ms for r in recs) / 1e3 / wall_s),
+            data_wait_share=min(1.0, sum(data_ms) / 1e3 / wall_s),
             phase_ms=phases,
             peak_mem_gib=torch.cuda.max_memory_allocated(self.device) / 2**30 if self.cuda else None,
             loss=sum(tail) / len(tail),

@@ -58,3 +58,9 @@ def test_host_only():
     findings = diagnose(s)
     assert any(f.title == "No GPU telemetry here" for f in findings)
     assert all(str(f) for f in findings)
+
+
+def test_waiting_host_with_a_busy_gpu_is_not_an_input_bottleneck():
+    # An asynchronous loop: the host waits in next() while the GPU still works through queued steps.
+    s = dataclasses.replace(BASE, mean_util_pct=88.0, mean_sm_active_pct=85.0)
+    assert "Input pipeline: the GPU waits for data" not in titles(s, wait=0.9)

@@ -94,3 +94,9 @@ def test_gpu_jpeg_loader_matches_the_cpu_decode(tmp_path):
 def test_jpeg_bytes_on_a_missing_folder_says_how_to_generate(tmp_path):
     with pytest.raises(FileNotFoundError, match="ensure_jpeg_folder"):
         data.JpegBytes(tmp_path / "missing")
+
+
+def test_worker_backlog_is_drained_before_timing(dataset):
+    # 4 workers prefetch 2 batches each up front: timing must start after those 8 and span at least 16 more.
+    with pytest.raises(ValueError, match="26 batches of 8"):
+        loaders.loader_img_per_s(torch.utils.data.Subset(dataset, range(200)), LoaderSpec(8, 4), batches=5, device="cpu")
