@@ -168,8 +168,15 @@ def grid(
     return pd.DataFrame(rows)
 
 
-def best_spec(df: "pandas.DataFrame") -> LoaderSpec:  # noqa: F821
-    """The grid's fastest configuration."""
+def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa: F821
+              max_workers: int | None = None) -> LoaderSpec:
+    """The grid's fastest configuration (at ``batch_size`` and with at most ``max_workers``, if given)."""
+    if batch_size is not None:
+        df = df[df["batch_size"] == batch_size]
+    if max_workers is not None:
+        df = df[df["num_workers"] <= max_workers]
+    if df.empty:
+        raise ValueError(f"no grid row has batch_size={batch_size} and num_workers ≤ {max_workers}.")
     row = df.loc[df["img_per_s"].idxmax()]
     return LoaderSpec(int(row.batch_size), int(row.num_workers), bool(row.pin_memory))
 

@@ -59,6 +59,7 @@ class TrainConfig:
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     channels_last: bool = False
     compile: bool = False
+    cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once and keep the fastest
     sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the seed's habit)
     item_each_step: bool = False  # loss.item() every step: a hidden CPU-GPU sync
     grad_accum: int = 1
@@ -202,6 +203,7 @@ class Trainer:
         self.device = torch.device(device) if device is not None else env.device()
         self.cuda = self.device.type == "cuda"
         torch.manual_seed(cfg.seed)
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark  # process-wide: every Trainer sets it from its config
         model = model if model is not None else ReferenceCNN(image_size=cfg.image_size)
         model = model.to(self.device)
         if cfg.channels_last:

@@ -73,7 +73,7 @@ def test_fast_loader_check_measures_against_the_grid(monkeypatch):
     fast = {LoaderSpec(256, 2, True): 3900.0, LoaderSpec(32, 0, False): 510.0, LoaderSpec(256, 4, True): 4100.0}
     measure = fast.__getitem__
     ref = solutions.nb02.fast_loader(GRID)
-    assert ref == LoaderSpec(256, 2, True)
+    assert ref == LoaderSpec(256, 2, True)  # the largest batch, at most cores - 1 workers
     assert checks.check_fast_loader(ref, grid_df=GRID, measure=measure).passed
     assert checks.check_fast_loader(None, grid_df=GRID, measure=measure).status == "not done"
     slow = checks.check_fast_loader(LoaderSpec(32, 0, False), grid_df=GRID, measure=measure)

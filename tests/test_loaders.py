@@ -1,5 +1,7 @@
 import warnings
 
+import pandas as pd
+
 import pytest
 import torch
 
@@ -100,3 +102,16 @@ def test_worker_backlog_is_drained_before_timing(dataset):
     # 4 workers prefetch 2 batches each up front: timing must start after those 8 and span at least 16 more.
     with pytest.raises(ValueError, match="26 batches of 8"):
         loaders.loader_img_per_s(torch.utils.data.Subset(dataset, range(200)), LoaderSpec(8, 4), batches=5, device="cpu")
+
+
+def test_best_spec_can_be_restricted():
+    df = pd.DataFrame([
+        {"batch_size": 64, "num_workers": 16, "pin_memory": False, "img_per_s": 5000.0},
+        {"batch_size": 256, "num_workers": 16, "pin_memory": True, "img_per_s": 4500.0},
+        {"batch_size": 256, "num_workers": 8, "pin_memory": False, "img_per_s": 4000.0},
+    ])
+    assert loaders.best_spec(df) == LoaderSpec(64, 16, False)
+    assert loaders.best_spec(df, batch_size=256) == LoaderSpec(256, 16, True)
+    assert loaders.best_spec(df, batch_size=256, max_workers=15) == LoaderSpec(256, 8, False)
+    with pytest.raises(ValueError, match="no grid row"):
+        loaders.best_spec(df, batch_size=32)
