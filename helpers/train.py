@@ -180,6 +180,21 @@ class TrainResult:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class _StepEvents:
+    """CUDA events of one step, read after the run (events add no synchronisation)."""
+
+    data_start: torch.cuda.Event
+    data_end: torch.cuda.Event
+    copy_start: torch.cuda.Event
+    copy_end: torch.cuda.Event
+    step_end: torch.cuda.Event
+
+    @classmethod
+    def new(cls) -> "_StepEvents":
+        return cls(*(torch.cuda.Event(enable_timing=True) for _ in range(5)))
+
+
 @functools.lru_cache(maxsize=4)
 def _synthetic(n: int, seed: int):
     # Cached: notebooks build many loaders over one data set.
@@ -216,7 +231,7 @@ class Trainer:
         self.autocast_dtype = _TORCH_DTYPE.get(cfg.dtype)
         self._batches = self._make_batches()
         self.records: list[StepRecord] = []
-        self._events: list[tuple[torch.cuda.Event, torch.cuda.Event, torch.cuda.Event]] = []
+        self._events: list[_StepEvents] = []
         self._losses: list[torch.Tensor] = []
         self._correct = torch.zeros((), dtype=torch.long, device=self.device)
         self._seen = 0
@@ -251,25 +266,25 @@ class Trainer:
         cfg, cuda = self.cfg, self.cuda
         t_start = time.perf_counter()
         data_s = copy_s = compute_s = 0.0
-        ev = tuple(torch.cuda.Event(enable_timing=True) for _ in range(5)) if (cuda and measure) else None
+        ev = _StepEvents.new() if (cuda and measure) else None
         images = 0
         self.optimizer.zero_grad(set_to_none=True)
         for micro in range(cfg.grad_accum):
             t0 = time.perf_counter()
             if ev is not None and micro == 0:
-                ev[3].record()
+                ev.data_start.record()
             x, y = next(self._batches)
             if ev is not None and micro == 0:
-                ev[4].record()  # with data="gpu" the batch is GPU work between these two events
+                ev.data_end.record()  # with data="gpu" the batch is GPU work between these two events
             t1 = time.perf_counter()
             if ev is not None and micro == 0:
-                ev[0].record()
+                ev.copy_start.record()
             x = x.to(self.device, non_blocking=cfg.non_blocking)
             y = y.to(self.device, non_blocking=cfg.non_blocking)
             if cfg.channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             if ev is not None and micro == 0:
-                ev[1].record()
+                ev.copy_end.record()
             if cfg.sync_each_step:
                 self._sync()
             t2 = time.perf_counter()
@@ -293,7 +308,7 @@ class Trainer:
         else:
             self.optimizer.step()
         if ev is not None:
-            ev[2].record()
+            ev.step_end.record()
         if cfg.sync_each_step:
             self._sync()
         t5 = time.perf_counter()
@@ -359,8 +374,8 @@ class Trainer:
         step_ms = sorted(r.step_ms for r in recs)
         p95 = step_ms[min(len(step_ms) - 1, math.ceil(0.95 * len(step_ms)) - 1)]
         if self._events:
-            copy_ms = [e[0].elapsed_time(e[1]) for e in self._events]
-            gpu_ms = [e[1].elapsed_time(e[2]) for e in self._events]
+            copy_ms = [e.copy_start.elapsed_time(e.copy_end) for e in self._events]
+            gpu_ms = [e.copy_end.elapsed_time(e.step_end) for e in self._events]
         else:  # CPU: the host times are the work itself
             copy_ms = [r.copy_host_ms for r in recs]
             gpu_ms = [r.compute_host_ms for r in recs]
@@ -368,7 +383,7 @@ class Trainer:
         if self.cfg.data == "gpu" and self._events:
             # The batch is made by GPU kernels; time the host spends in next() there is the launch queue
             # pushing back (the GPU is busy), not waiting for data. Count the GPU's own time instead.
-            data_ms = [e[3].elapsed_time(e[4]) for e in self._events]
+            data_ms = [e.data_start.elapsed_time(e.data_end) for e in self._events]
         else:
             data_ms = [r.data_ms for r in recs]
         data = med(data_ms)
