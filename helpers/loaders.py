@@ -29,6 +29,7 @@ __all__ = [
     "LoaderSpec",
     "make_loader",
     "loader_img_per_s",
+    "stream_img_per_s",
     "grid",
     "best_spec",
     "heatmap",
@@ -122,23 +123,33 @@ def loader_img_per_s(
             f"the dataset holds {len(dataset)} images: {need} batches of {spec.batch_size} need "
             f"{need * spec.batch_size}; use a larger dataset or fewer batches."
         )
-    loader = make_loader(dataset, spec)
-    it = iter(loader)
-    non_blocking = spec.pin_memory and dev.type == "cuda"
-    for _ in range(warmup):  # worker start-up and the first batches stay out of the timing
+    return stream_img_per_s(make_loader(dataset, spec), warmup=warmup, batches=batches, device=dev)
+
+
+def stream_img_per_s(batches_of: Iterable, *, warmup: int, batches: int,
+                     device: torch.device | str | None = None) -> float:
+    """Images per second that any iterable of ``(images, labels)`` batches delivers onto ``device``.
+
+    Batches already on the device (a GPU decoder's) are counted as they come; host batches are
+    copied, without blocking when they are pinned. The GPU is synchronised before each clock read.
+    """
+    dev = torch.device(device) if device is not None else env.device()
+    it = iter(batches_of)
+
+    def take() -> int:
         x, _y = next(it)
-        x.to(dev, non_blocking=non_blocking)
+        x.to(dev, non_blocking=x.is_pinned())
+        return x.shape[0]
+
+    for _ in range(warmup):  # worker start-up, decoder set-up and the first batches stay out of the timing
+        take()
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     start = time.perf_counter()
-    for _ in range(batches):
-        x, _y = next(it)
-        x.to(dev, non_blocking=non_blocking)
+    images = sum(take() for _ in range(batches))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)  # note: the copies must have landed before the clock is read
-    elapsed = time.perf_counter() - start
-    del it  # shuts the workers down
-    return batches * spec.batch_size / elapsed
+    return images / (time.perf_counter() - start)  # the iterator, and its workers, end with this call
 
 
 def grid(

@@ -34,7 +34,6 @@ __all__ = [
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"module": None, "tried": False, "why": None}
-_said: set[str] = set()
 
 
 class NvmlUnavailable(RuntimeError):
@@ -51,9 +50,9 @@ class DriverInfo:
 
 
 def _say_once(key: str, msg: str) -> None:
-    if key not in _said:
-        _said.add(key)
-        print(msg)
+    from . import env
+
+    env._say_once(f"nvml:{key}", msg)
 
 
 def _check_binding(mod: ModuleType) -> str | None:
@@ -111,7 +110,9 @@ def reset_for_tests(module: ModuleType | None = None, why: str | None = None) ->
     """Forget the cached NVML state; with ``module`` set, use it as the (fake) binding."""
     with _lock:
         _state.update(module=module, why=why, tried=module is not None or why is not None)
-    _said.clear()
+    from . import env
+
+    env._said_once.difference_update({k for k in env._said_once if k.startswith("nvml:")})
 
 
 def _text(value: Any) -> str:
