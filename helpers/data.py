@@ -21,6 +21,7 @@ CIFAR-10 itself only when the learner asks for it (:func:`cifar10`)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -38,6 +39,8 @@ __all__ = [
     "STD",
     "synthetic_images",
     "reference_transform",
+    "resize_transform",
+    "normalize_u8",
     "InMemoryImages",
     "cache_dir",
     "ensure_jpeg_folder",
@@ -45,6 +48,7 @@ __all__ = [
     "GpuResidentLoader",
     "gpu_resize_normalize",
     "JpegBytes",
+    "PackedBytes",
     "collate_bytes",
     "GpuJpegLoader",
     "cifar10",
@@ -107,6 +111,31 @@ def reference_transform(image_size: int = 224) -> Callable:
     return transforms.Compose(
         [transforms.Resize((image_size, image_size)), transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
     )
+
+
+def resize_transform(image_size: int = 224) -> Callable:
+    """The reference transform's CPU half: PIL resize, then a uint8 CHW tensor (no float, no normalisation).
+
+    Pair it with :func:`normalize_u8` after the copy to the GPU: the result is the
+    reference transform's, while workers do less and each image crosses from the
+    workers and over PCIe as 1 byte per value instead of 4::
+
+        ds = InMemoryImages(images, labels, transform=resize_transform(224))
+        x = normalize_u8(next(iter(loader))[0].to("cuda", non_blocking=True))
+    """
+    from torchvision import transforms
+
+    return transforms.Compose([transforms.Resize((image_size, image_size)), transforms.PILToTensor()])
+
+
+def normalize_u8(batch_u8: torch.Tensor) -> torch.Tensor:
+    """uint8 NCHW → float32 normalised as the reference does (``ToTensor`` then ``Normalize(MEAN, STD)``)."""
+    if batch_u8.dtype != torch.uint8:
+        raise ValueError(f"normalize_u8 wants a uint8 batch; got {batch_u8.dtype}. Use resize_transform() in the dataset.")
+    x = batch_u8.float().div_(255.0)
+    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    return x.sub_(mean).div_(std)
 
 
 class InMemoryImages(Dataset):
@@ -213,14 +242,13 @@ def gpu_resize_normalize(batch_u8: torch.Tensor, image_size: int) -> torch.Tenso
     resize antialiases; for upsampling (32 → 224) antialiasing changes
     nothing, so the two agree closely there.
     """
-    x = batch_u8.float().div_(255.0)
+    x = normalize_u8(batch_u8)
     if x.shape[-1] != image_size or x.shape[-2] != image_size:
         # Antialiasing only changes a downscale; upscaling (32 → 224) skips its slower kernel.
+        # Normalising before resizing is exact: both are linear per channel, and bilinear weights sum to 1.
         down = image_size < max(x.shape[-2:])
         x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=down)
-    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
-    return (x - mean) / std
+    return x
 
 
 class GpuResidentLoader:
@@ -286,9 +314,30 @@ class JpegBytes(Dataset):
         return np.fromfile(path, dtype=np.uint8), self.folder.class_index[path.parent.name]
 
 
-def collate_bytes(batch):
-    """Keep encoded images as a list of uint8 tensors (they differ in length); stack the labels."""
-    return [torch.from_numpy(b) for b, _ in batch], torch.tensor([label for _, label in batch])
+@dataclasses.dataclass(frozen=True)
+class PackedBytes:
+    """A batch of encoded images packed into one uint8 tensor, with each image's length.
+
+    One tensor crosses from a worker to the main process per batch: a list of tensors would cost
+    one shared-memory block per image, and that, not reading the files, limits such a loader.
+    """
+
+    flat: torch.Tensor
+    lengths: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def unpack(self) -> list[torch.Tensor]:
+        """The encoded images as 1-D uint8 views into ``flat`` (no copy), for ``decode_jpeg``."""
+        return list(torch.split(self.flat, self.lengths.tolist()))
+
+
+def collate_bytes(batch) -> tuple[PackedBytes, torch.Tensor]:
+    """Pack encoded images (they differ in length) into one :class:`PackedBytes`; stack the labels."""
+    arrays = [b for b, _ in batch]
+    packed = PackedBytes(torch.from_numpy(np.concatenate(arrays)), torch.tensor([len(a) for a in arrays]))
+    return packed, torch.tensor([label for _, label in batch])
 
 
 class GpuJpegLoader:
@@ -316,8 +365,8 @@ class GpuJpegLoader:
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        for encoded, labels in self.loader:
-            images = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)  # one batched call
+        for packed, labels in self.loader:
+            images = decode_jpeg(packed.unpack(), mode=ImageReadMode.RGB, device=self.device)  # one batched call
             batch = torch.stack(images) if isinstance(images, list) else images
             yield gpu_resize_normalize(batch, self.image_size), labels.to(self.device, non_blocking=True)
 

@@ -180,14 +180,18 @@ def grid(
 
 
 def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa: F821
-              max_workers: int | None = None) -> LoaderSpec:
-    """The grid's fastest configuration (at ``batch_size`` and with at most ``max_workers``, if given)."""
+              max_workers: int | None = None, pin_memory: bool | None = None) -> LoaderSpec:
+    """The grid's fastest configuration (at ``batch_size``, with at most ``max_workers`` and with
+    ``pin_memory`` as given, for each one given)."""
     if batch_size is not None:
         df = df[df["batch_size"] == batch_size]
     if max_workers is not None:
         df = df[df["num_workers"] <= max_workers]
+    if pin_memory is not None:
+        df = df[df["pin_memory"] == pin_memory]
     if df.empty:
-        raise ValueError(f"no grid row has batch_size={batch_size} and num_workers ≤ {max_workers}.")
+        raise ValueError(f"no grid row has batch_size={batch_size}, num_workers ≤ {max_workers} "
+                         f"and pin_memory={pin_memory}.")
     row = df.loc[df["img_per_s"].idxmax()]
     return LoaderSpec(int(row.batch_size), int(row.num_workers), bool(row.pin_memory))
 

@@ -61,6 +61,17 @@ def test_gpu_resize_matches_the_pil_transform():
     assert (got - ref).abs().max() <= 2 / 255 + 1e-6
 
 
+def test_resize_then_normalize_on_device_equals_the_reference_transform():
+    # Workers hand over uint8 and the device normalises: the same numbers as ToTensor + Normalize per item.
+    x, y = data.synthetic_images(8, seed=5)
+    ref = torch.stack([data.InMemoryImages(x, y, transform=data.reference_transform(48))[i][0] for i in range(8)])
+    u8 = torch.stack([data.InMemoryImages(x, y, transform=data.resize_transform(48))[i][0] for i in range(8)])
+    assert u8.dtype == torch.uint8 and u8.shape == ref.shape
+    assert torch.allclose(data.normalize_u8(u8), ref, atol=1e-6)
+    with pytest.raises(ValueError, match="uint8"):
+        data.normalize_u8(ref)
+
+
 def test_jpeg_folder_round_trip(tmp_path):
     root = data.ensure_jpeg_folder(40, root=tmp_path)
     assert (root / "done.json").exists()

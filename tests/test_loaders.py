@@ -84,9 +84,11 @@ def test_gpu_jpeg_loader_matches_the_cpu_decode(tmp_path):
     assert x.shape == (16, 3, 32, 32) and y.shape == (16,) and x.dtype == torch.float32
     # no shuffling: decode the same files both ways and compare
     ordered = torch.utils.data.DataLoader(data.JpegBytes(root), batch_size=8, collate_fn=data.collate_bytes)
-    encoded, labels = next(iter(ordered))
+    packed, labels = next(iter(ordered))
     from torchvision.io import decode_jpeg
 
+    encoded = packed.unpack()
+    assert len(packed) == 8 and [e.numel() for e in encoded] == [f.stat().st_size for f in data.JpegFolder(root).files[:8]]
     via_batch = data.gpu_resize_normalize(torch.stack(decode_jpeg(encoded)), 32)
     via_pil = torch.stack([data.JpegFolder(root, transform=data.reference_transform(32))[i][0] for i in range(8)])
     assert (via_batch - via_pil).abs().mean() < 0.02  # two JPEG decoders: close, not bit-identical
@@ -113,5 +115,7 @@ def test_best_spec_can_be_restricted():
     assert loaders.best_spec(df) == LoaderSpec(64, 16, False)
     assert loaders.best_spec(df, batch_size=256) == LoaderSpec(256, 16, True)
     assert loaders.best_spec(df, batch_size=256, max_workers=15) == LoaderSpec(256, 8, False)
+    assert loaders.best_spec(df, pin_memory=False) == LoaderSpec(64, 16, False)
+    assert loaders.best_spec(df, batch_size=256, pin_memory=False) == LoaderSpec(256, 8, False)
     with pytest.raises(ValueError, match="no grid row"):
         loaders.best_spec(df, batch_size=32)

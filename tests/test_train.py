@@ -85,6 +85,8 @@ def test_training_learns_the_synthetic_set():
         {"grad_accum": 2},
         {"dtype": "bf16", "channels_last": True},
         {"num_workers": 1, "persistent_workers": True, "prefetch_factor": 2},
+        {"num_workers": 1, "normalize_on_device": True, "channels_last": True},
+        {"data": "jpeg", "normalize_on_device": True},
         {"sync_each_step": True, "item_each_step": True},
     ],
 )
@@ -95,6 +97,27 @@ def test_every_knob_runs(changes):
     assert res.img_per_s > 0
     assert all(r.images == cfg.batch_size * cfg.grad_accum for r in res.records)
     assert torch.isfinite(torch.tensor(res.losses)).all()
+
+
+def test_normalizing_on_device_trains_on_the_same_numbers():
+    # Same seed, same batches: normalising after the copy must not change what the model sees.
+    a = train.train(TINY)
+    b = train.train(dataclasses.replace(TINY, normalize_on_device=True))
+    assert a.losses == pytest.approx(b.losses, rel=1e-4, abs=1e-5)
+
+
+def test_compute_only_rate_is_the_step_without_its_input(monkeypatch):
+    calls = []
+    real_step = train.Trainer.step
+
+    def counting_step(self, *, measure=True):
+        calls.append(measure)
+        return real_step(self, measure=measure)
+
+    monkeypatch.setattr(train.Trainer, "step", counting_step)
+    cfg = dataclasses.replace(TINY, num_workers=1, sync_each_step=True, item_each_step=True, normalize_on_device=True)
+    rate = train.compute_only_img_per_s(cfg, warmup=1, repeats=3)
+    assert rate > 0 and len(calls) == 4 and not any(calls)  # warm-up + repeats, none recorded as training steps
 
 
 def test_trainer_steps_one_at_a_time():

@@ -11,12 +11,14 @@ from ..loaders import LoaderSpec, best_spec
 __all__ = ["fast_loader", "gpu_augment"]
 
 
-def fast_loader(grid_df) -> LoaderSpec:
+def fast_loader(grid_df, *, pinned: bool | None = None) -> LoaderSpec:
     """The fastest loader the grid measured for training: at the largest batch (the GPU needs big batches,
-    01_baseline) and leaving one core to the main process, which launches the GPU work."""
+    01_baseline), leaving one core to the main process, which launches the GPU work, and pinned when
+    ``pinned=True`` (training on a GPU: a pageable copy would wait for the previous step to finish)."""
     from ..env import usable_cpus
 
-    return best_spec(grid_df, batch_size=int(grid_df["batch_size"].max()), max_workers=max(0, usable_cpus() - 1))
+    return best_spec(grid_df, batch_size=int(grid_df["batch_size"].max()), max_workers=max(0, usable_cpus() - 1),
+                     pin_memory=pinned)
 
 
 def gpu_augment(batch: torch.Tensor, params: AugmentParams, out_size: int) -> torch.Tensor:
