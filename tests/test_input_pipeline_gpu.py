@@ -25,7 +25,12 @@ def test_nvjpeg_batches_match_the_pil_decode(tmp_path):
     assert on_gpu.is_cuda and on_gpu.dtype == torch.uint8
     via_gpu = data.gpu_resize_normalize(on_gpu, 48).cpu()
     via_pil = torch.stack([data.JpegFolder(root, transform=data.reference_transform(48))[i][0] for i in range(16)])
-    assert (via_gpu - via_pil).abs().mean() < 0.02  # nvJPEG and libjpeg: close, not bit-identical
+    # nvJPEG upsamples chroma differently from libjpeg: on these 32×32 images the two differ by about 0.05 on
+    # average (in normalised units), while two different images differ by about 0.3.
+    assert (via_gpu - via_pil).abs().mean() < 0.1
+    # and every decoded image is nearest to its own file: the packed bytes were split in the right places
+    dist = (via_gpu[:, None] - via_pil[None]).abs().flatten(2).mean(-1)
+    assert dist.argmin(1).tolist() == list(range(16))
     x, y = next(iter(data.GpuJpegLoader(root, batch_size=16, image_size=48, device="cuda", num_workers=2)))
     assert x.is_cuda and y.is_cuda and x.shape == (16, 3, 48, 48)
 
