@@ -5,7 +5,7 @@
     df = grid(dataset, batch_sizes=[32, 256], workers=[0, 4, 8], pins=[False, True])
     best_spec(df); heatmap(df)                      # pick from the data; plot it
     worker_sweep(dataset, batch_size=256)           # img/s against workers, up to the usable cores
-    copy_gb_per_s(batch, pinned=True)               # host-to-device bandwidth, pageable vs pinned
+    host_to_device_gb_per_s(batch, pinned=True)     # host-to-device bandwidth, pageable vs pinned
 
 The loader is measured alone (no model): what it can deliver is the ceiling
 of any training loop fed by it. Each measurement warms up first (worker
@@ -34,7 +34,7 @@ __all__ = [
     "best_spec",
     "heatmap",
     "worker_sweep",
-    "copy_gb_per_s",
+    "host_to_device_gb_per_s",
     "check_workers",
 ]
 
@@ -247,7 +247,7 @@ def worker_sweep(
     return pd.DataFrame(rows)
 
 
-def copy_gb_per_s(
+def host_to_device_gb_per_s(
     batch: torch.Tensor, *, pinned: bool, non_blocking: bool = False, repeats: int = 10,
     device: torch.device | str | None = None, pin_each_copy: bool = False,
 ) -> tuple[float, float]:

@@ -373,11 +373,7 @@ class Trainer:
                 self._sync()  # note: the clock is read only after the GPU has finished
                 wall = time.perf_counter() - start
         except torch.cuda.OutOfMemoryError as e:
-            raise torch.cuda.OutOfMemoryError(
-                f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
-                f"Try batch_size={max(1, cfg.batch_size // 2)}, dtype='bf16', or grad_accum to keep the effective batch. "
-                f"(PyTorch said: {str(e).splitlines()[0]})"
-            ) from None
+            raise _out_of_memory(cfg, e) from None
         return self._result(wall)
 
     def _result(self, wall_s: float) -> TrainResult:
@@ -418,6 +414,15 @@ class Trainer:
             records=tuple(recs),
             losses=tuple(losses),
         )
+
+
+def _out_of_memory(cfg: TrainConfig, e: torch.cuda.OutOfMemoryError) -> torch.cuda.OutOfMemoryError:
+    """The OOM error a learner can act on: what ran out, and what to change."""
+    return torch.cuda.OutOfMemoryError(
+        f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
+        f"Try batch_size={max(1, cfg.batch_size // 2)}, dtype='bf16', or grad_accum to keep the effective batch. "
+        f"(PyTorch said: {str(e).splitlines()[0] if str(e) else 'out of memory'})"
+    )
 
 
 def train(
@@ -463,9 +468,6 @@ def compute_only_img_per_s(
     try:
         ms = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats,
                            device=trainer.device).median_ms
-    except torch.cuda.OutOfMemoryError:
-        raise torch.cuda.OutOfMemoryError(
-            f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
-            f"Try batch_size={max(1, cfg.batch_size // 2)}."
-        ) from None
+    except torch.cuda.OutOfMemoryError as e:
+        raise _out_of_memory(cfg, e) from None
     return cfg.batch_size * cfg.grad_accum / (ms / 1e3)

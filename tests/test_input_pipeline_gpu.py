@@ -50,7 +50,7 @@ def test_loader_timing_and_step_ceiling_on_the_gpu():
     ds = data.InMemoryImages(images, labels, transform=data.resize_transform(64))
     assert loaders.loader_img_per_s(ds, LoaderSpec(32, 2, True), batches=6, device="cuda") > 0
     for kw in ({"pinned": False}, {"pinned": True, "non_blocking": True}, {"pinned": True, "pin_each_copy": True}):
-        gbs, host_ms = loaders.copy_gb_per_s(torch.randn(8, 3, 64, 64), device="cuda", **kw)
+        gbs, host_ms = loaders.host_to_device_gb_per_s(torch.randn(8, 3, 64, 64), device="cuda", **kw)
         assert gbs > 0 and host_ms >= 0
     cfg = train.TrainConfig(batch_size=32, image_size=64, cudnn_benchmark=True, channels_last=True)
     assert train.compute_only_img_per_s(cfg, device="cuda", warmup=2, repeats=3) > 0

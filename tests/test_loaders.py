@@ -74,7 +74,7 @@ def test_training_with_too_many_workers_warns(monkeypatch):
 
 def test_copy_bandwidth_on_a_cpu():
     for kw in ({"pinned": False}, {"pinned": True, "non_blocking": True}, {"pinned": True, "pin_each_copy": True}):
-        gbs, host_ms = loaders.copy_gb_per_s(torch.randn(4, 3, 32, 32), device="cpu", **kw)
+        gbs, host_ms = loaders.host_to_device_gb_per_s(torch.randn(4, 3, 32, 32), device="cpu", **kw)
         assert gbs > 0 and host_ms >= 0
 
 

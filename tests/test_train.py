@@ -126,3 +126,14 @@ def test_trainer_steps_one_at_a_time():
     assert rec.images == TINY.batch_size and tr.records == []
     tr.step()
     assert len(tr.records) == 1
+
+
+def test_out_of_memory_says_what_to_change(monkeypatch):
+    def oom(self, *, measure=True):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(train.Trainer, "step", oom)
+    for run in (lambda: train.train(TINY), lambda: train.compute_only_img_per_s(TINY, warmup=1, repeats=1)):
+        with pytest.raises(torch.cuda.OutOfMemoryError, match=r"batch_size=8 at 16×16 \(fp32\).*Try batch_size=4") as err:
+            run()
+        assert "Tried to allocate 2.00 GiB" in str(err.value)
