@@ -142,7 +142,7 @@ class BaselineEvidence:
 
 @dataclasses.dataclass(frozen=True)
 class BaselineAnalysis:
-    """The learner's baseline report (the seed lab's ``baseline_analysis.txt``, checked)."""
+    """The learner's baseline report (the written baseline report an investigation starts with, checked)."""
 
     gpu_util_pct: float | None = None  # what the monitor measured
     bottlenecks: tuple[str, ...] | list[str] = ()  # ranked, largest first, names from BOTTLENECKS

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 NUM_CLASSES = 10
-#: The seed lab's normalisation: (x - 0.5) / 0.5 per channel.
+#: The reference workload's normalisation: (x - 0.5) / 0.5 per channel.
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.5, 0.5, 0.5)
 
@@ -105,7 +105,7 @@ def synthetic_images(
 
 
 def reference_transform(image_size: int = 224) -> Callable:
-    """The seed lab's per-item transform: PIL resize, ``ToTensor``, normalise to [-1, 1]."""
+    """The reference workload's per-item transform: PIL resize, ``ToTensor``, normalise to [-1, 1]."""
     from torchvision import transforms
 
     return transforms.Compose(

@@ -164,7 +164,7 @@ def grid(
     device: torch.device | str | None = None,
     progress: bool = True,
 ) -> "pandas.DataFrame":  # noqa: F821
-    """Loader img/s for every combination, one row each (the seed lab's benchmark, measured right)."""
+    """Loader img/s for every combination, one row each (the benchmark grid, measured right: warm-up, steady state, synchronised clock)."""
     import pandas as pd
 
     rows = []

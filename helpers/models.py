@@ -1,10 +1,10 @@
 """The networks the course trains.
 
-The reference network is the seed lab's CNN with shapes that agree: three
+The reference network is a classic small CNN, with shapes that agree: three
 3×3 convolutions (3→64→128→256), each followed by ReLU and a 2×2 max-pool,
 then ``Linear(256·(s/8)², 512)``, ReLU, ``Linear(512, 10)``. At the course's
-224×224 input that is ``Linear(256·28·28, 512)``. (The lab's own code pooled
-only twice and fed 256×56×56 into that layer, which crashes.)
+224×224 input that is ``Linear(256·28·28, 512)``. (A common version of this
+network pools only twice and feeds 256×56×56 into that layer, which crashes.)
 
     model = ReferenceCNN(image_size=224)
     logits = model(torch.randn(8, 3, 224, 224))   # (8, 10)

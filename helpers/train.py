@@ -1,6 +1,6 @@
 """One training loop with every knob the course turns.
 
-    cfg = TrainConfig.reference_baseline()         # the seed lab's baseline at this scale
+    cfg = TrainConfig.reference_baseline()         # the classic training loop at this scale
     result = train(cfg)                            # → TrainResult
     print(result)                                  # img/s, step times, data-wait share, memory, loss
 
@@ -66,7 +66,7 @@ class TrainConfig:
     channels_last: bool = False
     compile: bool = False
     cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once and keep the fastest
-    sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the seed's habit)
+    sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the classic loop's habit)
     item_each_step: bool = False  # loss.item() every step: a hidden CPU-GPU sync
     grad_accum: int = 1
     lr: float = 0.01
@@ -110,7 +110,7 @@ class TrainConfig:
 
     @classmethod
     def reference_baseline(cls, scale: env.Scale | None = None) -> "TrainConfig":
-        """The seed lab's baseline (see shared GPU notes): batch 32, no workers, pageable memory,
+        """The reference workload as a classic training loop runs it: batch 32, no workers, pageable memory,
         a sync after the copy and after each step plus ``loss.item()``, fp32, 224×224.
 
         At smoke scale the same loop runs on 64×64 images for a few steps.

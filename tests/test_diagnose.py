@@ -25,7 +25,7 @@ def test_data_bound_loop():
 
 
 def test_high_utilisation_with_idle_sms_is_not_good():
-    # The seed lesson read >80% utilisation as healthy; GPM shows the SMs mostly idle.
+    # A common reading takes >80% utilisation as healthy; GPM shows the SMs mostly idle.
     s = dataclasses.replace(BASE, mean_util_pct=92.0, mean_sm_active_pct=12.0)
     assert titles(s, wait=0.0)[0] == "Busy but not full: small kernels or launch overhead"
 
