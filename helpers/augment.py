@@ -2,7 +2,7 @@
 
     params = random_params(256, size=32, crop=28, seed=0)          # where to crop, whether to flip
     x = cpu_augment(images[i], params.at(i), out_size=224)        # one image, as a DataLoader worker would
-    xb = solutions.nb02.gpu_augment(batch_u8_on_gpu, params, 224) # the whole batch in a few kernels
+    xb = exercises.nb02.gpu_augment(batch_u8_on_gpu, params, 224) # the whole batch in a few kernels
 
 Parameters are drawn up front, so both versions can be given the same ones
 and compared element by element.

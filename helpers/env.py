@@ -22,6 +22,8 @@ import random
 import re
 from typing import Literal
 
+from .notices import say_once
+
 __all__ = [
     "Scale",
     "SCALE_ENV",
@@ -42,16 +44,6 @@ __all__ = [
 
 Scale = Literal["smoke", "full"]
 SCALE_ENV = "HELPERS_SCALE"
-
-_said_once: set[str] = set()
-
-
-def _say_once(key: str, message: str) -> None:
-    """Print a notice the first time only: notebooks call helpers many times."""
-    if key not in _said_once:
-        _said_once.add(key)
-        print(message)
-
 
 def has_cuda() -> bool:
     """True when PyTorch can use a CUDA GPU."""
@@ -74,7 +66,7 @@ def scale() -> Scale:
                 "or 'full' (the measured course run, needs a GPU), or unset it."
             )
         if raw == "full" and not has_cuda():
-            _say_once(
+            say_once(
                 "full-without-gpu",
                 f"{SCALE_ENV}=full but no CUDA GPU is visible: full scale on a CPU would take hours. "
                 "Running anyway because you asked; unset it to get smoke scale.",
@@ -99,7 +91,7 @@ def device() -> "torch.device":  # noqa: F821 - torch imported lazily
 
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
-    _say_once(
+    say_once(
         "no-gpu",
         "No CUDA GPU visible: running on the CPU at smoke scale. Every cell still runs; the "
         "numbers are small and not the course's figures. On a notebook host, pick a GPU "

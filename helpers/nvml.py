@@ -20,6 +20,8 @@ import threading
 from types import ModuleType
 from typing import Any
 
+from . import notices
+
 __all__ = [
     "NvmlUnavailable",
     "DriverInfo",
@@ -50,9 +52,7 @@ class DriverInfo:
 
 
 def _say_once(key: str, msg: str) -> None:
-    from . import env
-
-    env._say_once(f"nvml:{key}", msg)
+    notices.say_once(f"nvml:{key}", msg)
 
 
 def _check_binding(mod: ModuleType) -> str | None:
@@ -110,9 +110,7 @@ def reset_for_tests(module: ModuleType | None = None, why: str | None = None) ->
     """Forget the cached NVML state; with ``module`` set, use it as the (fake) binding."""
     with _lock:
         _state.update(module=module, why=why, tried=module is not None or why is not None)
-    from . import env
-
-    env._said_once.difference_update({k for k in env._said_once if k.startswith("nvml:")})
+    notices.forget("nvml:")
 
 
 def _text(value: Any) -> str:

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import augment, checks, data, solutions, widgets
+from helpers import augment, data, widgets
+from helpers.exercises import nb02
 from helpers.loaders import LoaderSpec
 
 
@@ -27,38 +28,38 @@ def test_cpu_augment_crops_flips_and_resizes():
 
 
 def test_reference_gpu_augment_passes_its_check():
-    res = checks.check_gpu_augment(solutions.nb02.gpu_augment, device="cpu", out_size=48, n=32, seed=5)
+    res = nb02.check_gpu_augment(nb02.gpu_augment, device="cpu", out_size=48, n=32, seed=5)
     assert res.passed, res.message
 
 
 @pytest.mark.parametrize(
     "wrong, says",
     [
-        (lambda b, p, o: solutions.nb02.gpu_augment(b, dataclasses.replace(p, flip=~p.flip), o), "flip"),
-        (lambda b, p, o: solutions.nb02.gpu_augment(b, dataclasses.replace(p, top=p.left, left=p.top), o), "crop offsets"),
-        (lambda b, p, o: solutions.nb02.gpu_augment(b, p, o)[:, :, :-1], "expected a float tensor shaped"),
+        (lambda b, p, o: nb02.gpu_augment(b, dataclasses.replace(p, flip=~p.flip), o), "flip"),
+        (lambda b, p, o: nb02.gpu_augment(b, dataclasses.replace(p, top=p.left, left=p.top), o), "crop offsets"),
+        (lambda b, p, o: nb02.gpu_augment(b, p, o)[:, :, :-1], "expected a float tensor shaped"),
         (lambda b, p, o: b.float(), "expected a float tensor shaped"),
     ],
 )
 def test_wrong_gpu_augment_is_rejected(wrong, says):
-    res = checks.check_gpu_augment(wrong, device="cpu", out_size=48, n=32, seed=5)
+    res = nb02.check_gpu_augment(wrong, device="cpu", out_size=48, n=32, seed=5)
     assert res.status == "failed" and says in res.message
-    assert res.value is solutions.nb02.gpu_augment
+    assert res.value is nb02.gpu_augment
 
 
 def test_unsolved_and_slow_gpu_augment():
     def todo(b, p, o):
         raise NotImplementedError
 
-    assert checks.check_gpu_augment(todo, device="cpu").status == "not done"
+    assert nb02.check_gpu_augment(todo, device="cpu").status == "not done"
 
     def per_image(b, p, o):  # right answer, computed the slow way
         import time
 
         time.sleep(0.2)
-        return solutions.nb02.gpu_augment(b, p, o)
+        return nb02.gpu_augment(b, p, o)
 
-    res = checks.check_gpu_augment(per_image, device="cpu", out_size=32, n=8, seed=1, repeats=2)
+    res = nb02.check_gpu_augment(per_image, device="cpu", out_size=32, n=8, seed=1, repeats=2)
     assert res.status == "failed" and "whole batch at once" in res.message
 
 
@@ -76,22 +77,22 @@ def test_fast_loader_check_measures_against_the_grid(monkeypatch):
     fast = {LoaderSpec(256, 2, True): 3900.0, LoaderSpec(256, 0, True): 460.0, LoaderSpec(256, 4, True): 4100.0,
             LoaderSpec(256, 2, False): 4150.0}
     measure = fast.__getitem__
-    ref = solutions.nb02.fast_loader(GRID, pinned=True)
+    ref = nb02.fast_loader(GRID, pinned=True)
     assert ref == LoaderSpec(256, 2, True)  # the largest batch, at most cores - 1 workers, pinned for a GPU
-    assert solutions.nb02.fast_loader(GRID) == LoaderSpec(256, 2, False)  # on a CPU pinning is not asked for
+    assert nb02.fast_loader(GRID) == LoaderSpec(256, 2, False)  # on a CPU pinning is not asked for
     # Judged at its own batch size: 3,900 of the 4,200 measured at 256, though batch 32 peaked at 6,000.
-    assert checks.check_fast_loader(ref, grid_df=GRID, measure=measure, gpu=True).passed
-    assert checks.check_fast_loader(None, grid_df=GRID, measure=measure).status == "not done"
-    slow = checks.check_fast_loader(LoaderSpec(256, 0, True), grid_df=GRID, measure=measure)
+    assert nb02.check_fast_loader(ref, grid_df=GRID, measure=measure, gpu=True).passed
+    assert nb02.check_fast_loader(None, grid_df=GRID, measure=measure).status == "not done"
+    slow = nb02.check_fast_loader(LoaderSpec(256, 0, True), grid_df=GRID, measure=measure)
     assert slow.status == "failed" and "at least 80%" in slow.message and "at batch 256" in slow.message
-    small = checks.check_fast_loader(LoaderSpec(32, 4, False), grid_df=GRID, measure=measure)
+    small = nb02.check_fast_loader(LoaderSpec(32, 4, False), grid_df=GRID, measure=measure)
     assert small.status == "failed" and "larger batches" in small.message
-    pageable = checks.check_fast_loader(LoaderSpec(256, 2, False), grid_df=GRID, measure=measure, gpu=True)
+    pageable = nb02.check_fast_loader(LoaderSpec(256, 2, False), grid_df=GRID, measure=measure, gpu=True)
     assert pageable.status == "failed" and "pin the memory" in pageable.message
-    assert checks.check_fast_loader(LoaderSpec(256, 2, False), grid_df=GRID, measure=measure).passed
-    greedy = checks.check_fast_loader(LoaderSpec(256, 8, True), grid_df=GRID, measure=measure)
+    assert nb02.check_fast_loader(LoaderSpec(256, 2, False), grid_df=GRID, measure=measure).passed
+    greedy = nb02.check_fast_loader(LoaderSpec(256, 8, True), grid_df=GRID, measure=measure)
     assert greedy.status == "failed" and "4 cores" in greedy.message
-    wrong_type = checks.check_fast_loader({"batch_size": 256}, grid_df=GRID, measure=measure)
+    wrong_type = nb02.check_fast_loader({"batch_size": 256}, grid_df=GRID, measure=measure)
     assert wrong_type.status == "failed" and "LoaderSpec(" in wrong_type.message
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import env
+from helpers import env, notices
 
 
 def test_scale_reads_the_environment(monkeypatch):
@@ -26,8 +26,8 @@ def test_bad_scale_says_what_is_allowed(monkeypatch):
         env.scale()
 
 
-def test_no_gpu_is_said_once(capsys, monkeypatch):
-    monkeypatch.setattr(env, "_said_once", set())
+def test_no_gpu_is_said_once(capsys):
+    notices.forget()
     assert env.device().type == "cpu"
     env.device()
     out = capsys.readouterr().out
@@ -54,3 +54,14 @@ def test_seed_everything_repeats():
     a = torch.rand(3)
     env.seed_everything(3)
     assert torch.equal(a, torch.rand(3))
+
+
+def test_notices_are_said_once_until_forgotten(capsys):
+    notices.forget()
+    assert notices.say_once("demo:a", "hello") is True
+    assert notices.say_once("demo:a", "hello") is False
+    notices.forget("other:")
+    assert notices.say_once("demo:a", "hello") is False
+    notices.forget("demo:")
+    assert notices.say_once("demo:a", "hello") is True
+    assert capsys.readouterr().out == "hello\nhello\n"

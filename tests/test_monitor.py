@@ -5,7 +5,7 @@ import pytest
 
 from helpers import monitor, train
 from helpers.monitor import Monitor
-from helpers.telemetry import decode_clock_reasons
+from helpers.monitor.telemetry import decode_clock_reasons
 
 GPM = {2: 90.0, 3: 40.0, 5: 70.0, 10: 30.0}
 

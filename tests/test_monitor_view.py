@@ -3,7 +3,7 @@ import time
 import plotly.graph_objects as go
 import pytest
 
-from helpers import monitor_view
+from helpers.monitor import view as monitor_view
 from helpers.monitor import Monitor, MonitorRecord
 
 

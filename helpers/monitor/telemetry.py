@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from .. import nvml
+
 __all__ = ["CLOCK_EVENT_REASONS", "decode_clock_reasons", "NvmlReader", "GpmReader", "HostReader", "GPU_FIELDS",
            "HOST_FIELDS"]
 
@@ -136,8 +138,6 @@ class NvmlReader:
             }
         self.unsupported: list[str] = []
         if gpm is None:
-            from . import nvml
-
             gpm = nvml.gpm_supported(handle) if nv is nvml.load(quiet=True) else hasattr(nv, "nvmlGpmSampleAlloc")
         self.gpm = GpmReader(nv, handle) if gpm else None
 

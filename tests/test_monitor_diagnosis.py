@@ -1,6 +1,6 @@
 import dataclasses
 
-from helpers.diagnose import diagnose
+from helpers.monitor import diagnose
 from helpers.monitor import MonitorSummary
 
 BASE = MonitorSummary(source="nvml", duration_s=10, samples=40, mean_util_pct=95.0, mean_sm_active_pct=90.0,

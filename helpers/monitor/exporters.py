@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .monitor import MonitorRecord
+from .record import MonitorRecord
 
 __all__ = ["PrometheusExporter", "write_tensorboard", "METRIC_HELP"]
 
@@ -89,7 +88,7 @@ class PrometheusExporter:
         self._server.server_close()
 
 
-def write_tensorboard(record: "MonitorRecord", log_dir: str | Path) -> Path:
+def write_tensorboard(record: MonitorRecord, log_dir: str | Path) -> Path:
     """Every sample and step of ``record`` as TensorBoard scalars, the x axis in milliseconds since start."""
     try:
         from torch.utils.tensorboard import SummaryWriter

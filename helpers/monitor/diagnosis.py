@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Literal
 
+from .record import MonitorSummary
+
 if TYPE_CHECKING:
-    from .monitor import MonitorSummary
-    from .train import TrainResult
+    from ..train import TrainResult
 
 __all__ = ["Finding", "diagnose", "format_findings"]
 
@@ -38,7 +39,7 @@ class Finding:
         return f"{icon} {self.title}. {self.evidence} → {self.advice}"
 
 
-def diagnose(s: "MonitorSummary", result: "TrainResult | None" = None) -> list[Finding]:
+def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Finding]:
     """Findings ordered from the most to the least pressing."""
     out: list[Finding] = []
     util, sm = s.mean_util_pct, s.mean_sm_active_pct

@@ -1,7 +1,7 @@
 import pytest
 
-from helpers import checks, solutions
-from helpers.checks import BaselineAnalysis, BaselineEvidence
+from helpers.exercises import common, nb00, nb01
+from helpers.exercises.nb01 import BaselineAnalysis, BaselineEvidence
 
 # A GPU-like baseline: data dominates, compute is a sixth of a step, the roofline is far away.
 GPU_EVIDENCE = BaselineEvidence(
@@ -17,17 +17,17 @@ CPU_EVIDENCE = BaselineEvidence(
 
 # -- 00: ceiling ---------------------------------------------------------------------------------------
 def test_reference_ceiling_passes_its_check():
-    res = checks.check_ceiling_img_per_s(solutions.nb00.ceiling_img_per_s, seed=1)
-    assert res.passed and res.value is solutions.nb00.ceiling_img_per_s
+    res = nb00.check_ceiling_img_per_s(nb00.ceiling_img_per_s, seed=1)
+    assert res.passed and res.value is nb00.ceiling_img_per_s
 
 
 def test_unsolved_ceiling_is_not_done_and_carries_the_reference():
     def todo(a, b):
         raise NotImplementedError
 
-    res = checks.check_ceiling_img_per_s(todo)
+    res = nb00.check_ceiling_img_per_s(todo)
     assert res.status == "not done" and not res
-    assert res.value is solutions.nb00.ceiling_img_per_s
+    assert res.value is nb00.ceiling_img_per_s
     assert "carries on with the reference" in res.message
 
 
@@ -42,40 +42,40 @@ def test_unsolved_ceiling_is_not_done_and_carries_the_reference():
     ],
 )
 def test_wrong_ceilings_are_rejected_with_a_hint(wrong, hint):
-    res = checks.check_ceiling_img_per_s(wrong, seed=0)
+    res = nb00.check_ceiling_img_per_s(wrong, seed=0)
     assert res.status == "failed"
     assert hint in res.message
-    assert res.value is solutions.nb00.ceiling_img_per_s
+    assert res.value is nb00.ceiling_img_per_s
 
 
 def test_a_hard_coded_answer_fails():
-    res = checks.check_ceiling_img_per_s(lambda t, g: 66_335.0, seed=2)
+    res = nb00.check_ceiling_img_per_s(lambda t, g: 66_335.0, seed=2)
     assert res.status == "failed"
 
 
 def test_check_results_render():
-    res = checks.check_ceiling_img_per_s(solutions.nb00.ceiling_img_per_s)
+    res = nb00.check_ceiling_img_per_s(nb00.ceiling_img_per_s)
     assert str(res).startswith("✅") and "passed" in res._repr_html_()
 
 
 # -- 01: baseline analysis -----------------------------------------------------------------------------
 @pytest.mark.parametrize("evidence", [GPU_EVIDENCE, CPU_EVIDENCE])
 def test_reference_analysis_passes_on_any_evidence(evidence):
-    ref = solutions.nb01.baseline_analysis(evidence)
-    res = checks.check_baseline_analysis(ref, evidence)
+    ref = nb01.baseline_analysis(evidence)
+    res = nb01.check_baseline_analysis(ref, evidence)
     assert res.passed, res.message
 
 
 def test_a_good_learner_answer_passes():
     answer = BaselineAnalysis(gpu_util_pct=35, bottlenecks=["data_loading", "compute"], estimated_headroom_x=10)
-    res = checks.check_baseline_analysis(answer, GPU_EVIDENCE)
+    res = nb01.check_baseline_analysis(answer, GPU_EVIDENCE)
     assert res.passed and res.value is answer
 
 
 def test_empty_analysis_is_not_done():
-    res = checks.check_baseline_analysis(BaselineAnalysis(), GPU_EVIDENCE)
+    res = nb01.check_baseline_analysis(BaselineAnalysis(), GPU_EVIDENCE)
     assert res.status == "not done"
-    assert res.value == solutions.nb01.baseline_analysis(GPU_EVIDENCE)
+    assert res.value == nb01.baseline_analysis(GPU_EVIDENCE)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_empty_analysis_is_not_done():
     ],
 )
 def test_wrong_analyses_say_what_the_measurements_show(answer, says):
-    res = checks.check_baseline_analysis(answer, GPU_EVIDENCE)
+    res = nb01.check_baseline_analysis(answer, GPU_EVIDENCE)
     assert res.status == "failed"
     assert says in res.message
 
@@ -102,15 +102,15 @@ def test_evidence_bounds():
 
 
 def test_targets_are_asserted_only_at_full_scale():
-    targets = [checks.Target("speedup", 5.0, "tuned vs baseline"),
-               checks.Target("bound_speedup", 9.0, "bound by the node's CPU", required=False)]
+    targets = [common.Target("speedup", 5.0, "tuned vs baseline"),
+               common.Target("bound_speedup", 9.0, "bound by the node's CPU", required=False)]
     figures = {"speedup": 4.0, "bound_speedup": 7.0}
-    table = checks.check_targets(figures, targets, scale="smoke")  # a CPU run informs, never fails
+    table = common.check_targets(figures, targets, scale="smoke")  # a CPU run informs, never fails
     assert list(table.met) == [False, False] and not table.asserted.any()
     with pytest.raises(AssertionError, match=r"speedup = 4, wanted ≥ 5 \(tuned vs baseline\)") as err:
-        checks.check_targets(figures, targets, scale="full")
+        common.check_targets(figures, targets, scale="full")
     assert "bound_speedup" not in str(err.value)  # not required: shown, not asserted
-    ok = checks.check_targets({"speedup": 5.5, "bound_speedup": 7.0}, targets, scale="full")
+    ok = common.check_targets({"speedup": 5.5, "bound_speedup": 7.0}, targets, scale="full")
     assert list(ok.met) == [True, False] and list(ok.asserted) == [True, False]
     with pytest.raises(KeyError, match="no figure named 'speedup'"):
-        checks.check_targets({}, targets, scale="full")
+        common.check_targets({}, targets, scale="full")

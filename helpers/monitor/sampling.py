@@ -1,10 +1,9 @@
-"""Live GPU telemetry beside what the training loop is doing, on one time axis.
+"""The monitor itself: samples GPU telemetry on a background thread beside what the training loop does.
 
     with Monitor() as mon:                      # a live plot appears in the notebook
         result = train(cfg, monitor=mon)        # per-step img/s and the run's phases feed it
     mon.summary()                               # mean utilisation, mean SM activity, peak memory, img/s
     mon.samples_frame()                         # every sample as a DataFrame
-    diagnose(mon.summary(), result)             # the likely bottleneck, in words
 
 Any loop can feed it: ``mon.step(images=256)`` once per step, and
 ``with mon.phase("data"): ...`` for shaded phases.
@@ -14,30 +13,25 @@ NVML utilisation, memory, power, temperature, SM clock, clock-event reasons
 and PCIe traffic; on Hopper and newer also GPM SM activity, SM occupancy,
 tensor-core activity and DRAM bandwidth; PyTorch's allocator memory. Without
 NVML it samples CPU utilisation and host memory, and says so once.
-
-NVML "GPU utilisation" is the share of time in which *any* kernel was running,
-not how busy the SMs were: a stream of tiny kernels reads high while most of
-the chip idles. GPM's SM activity is the measure to trust; the plot shows both.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
-import json
-import math
-import statistics
 import threading
 import time
 import weakref
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import nvml
+from .. import nvml
+from .exporters import PrometheusExporter, write_tensorboard
+from .record import MonitorRecord, MonitorSummary
 from .telemetry import HostReader, NvmlReader
+from .view import LiveView, build_figure, in_notebook
 
-__all__ = ["Monitor", "MonitorSummary", "MonitorRecord", "stop_all", "load_record"]
+__all__ = ["Monitor", "stop_all"]
 
 _running: "weakref.WeakSet[Monitor]" = weakref.WeakSet()
 
@@ -51,94 +45,6 @@ def stop_all() -> int:
 
 
 atexit.register(stop_all)  # a kernel shutdown or restart stops the threads before NVML goes away
-
-
-@dataclasses.dataclass
-class MonitorRecord:
-    """Everything one monitored run saw: plain lists of dicts, saved as JSON."""
-
-    source: str  # "nvml" or "host"
-    devices: list[int]
-    period_s: float
-    samples: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    phases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the record as JSON (atomically: an interrupted save leaves the old file)."""
-        import os
-        import tempfile
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(dataclasses.asdict(self), f)
-        os.replace(tmp, path)
-        return path
-
-    @classmethod
-    def load(cls, path: str | Path) -> "MonitorRecord":
-        raw = json.loads(Path(path).read_text())
-        return cls(**raw)
-
-    def frames(self):
-        """(samples, steps, phases) as pandas DataFrames."""
-        import pandas as pd
-
-        return pd.DataFrame(self.samples), pd.DataFrame(self.steps), pd.DataFrame(self.phases)
-
-
-@dataclasses.dataclass(frozen=True)
-class MonitorSummary:
-    """Means over a monitored run; None where the machine could not measure it."""
-
-    source: str
-    duration_s: float
-    samples: int
-    mean_util_pct: float | None  # NVML utilisation (GPU) or CPU utilisation (host)
-    mean_sm_active_pct: float | None  # GPM, Hopper and newer
-    mean_tensor_active_pct: float | None
-    mean_dram_bw_pct: float | None
-    peak_mem_gib: float | None  # NVML used memory (GPU) or resident memory (host)
-    mem_total_gib: float | None
-    peak_allocated_gib: float | None  # PyTorch's allocator
-    mean_power_w: float | None
-    slowdown_share: float | None  # share of busy samples with power or thermal clock slowdowns
-    img_per_s: float | None  # images over the time between the first and last step
-    steps: int
-    unsupported: tuple[str, ...] = ()
-
-    def __str__(self) -> str:
-        def pct(v):
-            return "n/a" if v is None else f"{v:.0f}%"
-
-        if self.source == "nvml":
-            head = f"GPU utilisation (NVML) {pct(self.mean_util_pct)}, SM activity (GPM) {pct(self.mean_sm_active_pct)}"
-        else:
-            head = f"CPU utilisation {pct(self.mean_util_pct)} (no NVML: host telemetry)"
-        mem = "n/a" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.2f} GiB"
-        thr = "n/a" if self.img_per_s is None else f"{self.img_per_s:,.0f} img/s"
-        return f"{head} | peak memory {mem} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
-
-
-def load_record(name: str, *, directory: str | Path | None = None) -> MonitorRecord:
-    """A record saved with ``mon.save(name)`` (from ``results/monitor/``, or ``results/local/monitor/`` at smoke scale)."""
-    from . import results
-
-    directory = Path(directory) if directory is not None else results.scaled_dir("monitor")
-    path = directory / f"{name}.json"
-    if not path.exists():
-        saved = sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []
-        raise FileNotFoundError(f"no monitor record named {name!r} in {directory}; saved records: {saved or 'none'}. "
-                                "Run the notebook that saves it first (e.g. 01_baseline saves '01_baseline').")
-    return MonitorRecord.load(path)
-
-
-def _mean(values: list[float]) -> float | None:
-    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return statistics.fmean(vals) if vals else None
 
 
 class Monitor:
@@ -225,8 +131,6 @@ class Monitor:
             self._thread.start()
             _running.add(self)
         if self._want_live():
-            from .monitor_view import LiveView
-
             self._view = LiveView(self)
             self._view.show(display_widget=self._live != "offscreen")
         return self
@@ -391,64 +295,21 @@ class Monitor:
 
     def summary(self, *, phase: str | None = None) -> MonitorSummary:
         """Means over the run (or over the named phase's time span)."""
-        rec = self.snapshot()
-        samples, steps = rec.samples, rec.steps
-        if phase is not None:
-            spans = [(p["start_s"], p["end_s"] or math.inf) for p in rec.phases if p["name"] == phase]
-            if not spans:
-                raise ValueError(f"no phase named {phase!r}; phases seen: {sorted({p['name'] for p in rec.phases})}")
-            inside = lambda t: any(a <= t <= b for a, b in spans)  # noqa: E731
-            samples = [s for s in samples if inside(s["t_s"])]
-            steps = [s for s in steps if inside(s["t_s"])]
-        get = lambda key: [s.get(key) for s in samples]  # noqa: E731
-        if rec.source == "nvml":
-            util, mem = get("util_pct"), get("mem_used_gib")
-        else:
-            util, mem = get("cpu_pct"), get("host_mem_gib")
-        mem_vals = [m for m in mem if m is not None]
-        alloc = [a for a in get("alloc_gib") if a is not None]
-        busy = [s for s in samples if (s.get("util_pct") or 0) > 0 and s.get("clock_reasons") is not None]
-        from .telemetry import SLOWDOWN_BITS
-
-        slow = [s for s in busy if int(s["clock_reasons"]) & SLOWDOWN_BITS]
-        images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
-        span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
-        totals = [t for t in get("mem_total_gib") if t is not None]
-        return MonitorSummary(
-            source=rec.source,
-            duration_s=(samples[-1]["t_s"] - samples[0]["t_s"]) if len(samples) > 1 else 0.0,
-            samples=len(samples),
-            mean_util_pct=_mean(util),
-            mean_sm_active_pct=_mean(get("sm_active_pct")),
-            mean_tensor_active_pct=_mean(get("tensor_active_pct")),
-            mean_dram_bw_pct=_mean(get("dram_bw_pct")),
-            peak_mem_gib=max(mem_vals) if mem_vals else None,
-            mem_total_gib=totals[-1] if totals else None,
-            peak_allocated_gib=max(alloc) if alloc else None,
-            mean_power_w=_mean(get("power_w")),
-            slowdown_share=len(slow) / len(busy) if busy else None,
-            img_per_s=images / span if span > 0 else None,
-            steps=len(steps),
-            unsupported=self.unsupported,
-        )
+        return self.snapshot().summary(phase=phase, unsupported=self.unsupported)
 
     # -- views and exports --------------------------------------------------------------------
     def _want_live(self) -> bool:
         if self._live is not None:
             return bool(self._live)
-        from .monitor_view import in_notebook
-
         return in_notebook()
 
     def figure(self, *, title: str | None = None):
         """A static plotly figure of the whole record (panels: utilisation, memory, power/clock, throughput)."""
-        from .monitor_view import build_figure
-
         return build_figure(self.snapshot(), title=title or self.title, window_s=None)
 
     def save(self, name: str, *, directory: str | Path | None = None) -> Path:
         """Save the record to ``results/monitor/<name>.json`` (``results/local/monitor/`` at smoke scale)."""
-        from . import results
+        from .. import results
 
         directory = Path(directory) if directory is not None else results.scaled_dir("monitor")
         rec = self.snapshot()
@@ -459,14 +320,10 @@ class Monitor:
         """Serve the latest readings at ``http://127.0.0.1:<port>/metrics``; ``port=0`` picks a free port.
 
         The endpoint stays up across ``stop()``/``start()``; ``close()`` shuts it down."""
-        from .exporters import PrometheusExporter
-
         exp = PrometheusExporter(port=port)
         self._exporters.append(exp)
         return exp.url
 
     def write_tensorboard(self, log_dir: str | Path) -> Path:
         """Write the whole record as TensorBoard scalars (``tensorboard --logdir <log_dir>``)."""
-        from .exporters import write_tensorboard
-
         return write_tensorboard(self.snapshot(), log_dir)

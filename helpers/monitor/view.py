@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .monitor import Monitor, MonitorRecord
+from .record import MonitorRecord, MonitorSummary
 
-__all__ = ["in_notebook", "build_figure", "compare_figure", "LiveView"]
+__all__ = ["in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
 
 _PANELS = ("utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)", "throughput (img/s)")
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
@@ -39,7 +38,7 @@ def in_notebook() -> bool:
     return ip is not None and hasattr(ip, "kernel")
 
 
-def _trace_specs(record: "MonitorRecord") -> list[tuple[int, str, str, Any, bool]]:
+def _trace_specs(record: MonitorRecord) -> list[tuple[int, str, str, Any, bool]]:
     """(panel row, trace name, sample key, device, on the secondary axis) for every line the view draws."""
     specs: list[tuple[int, str, str, Any, bool]] = []
     if record.source == "nvml":
@@ -77,7 +76,7 @@ def _binned(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, 
     return np.add.reduceat(x, edges[:-1]) / np.diff(edges), np.add.reduceat(y, edges[:-1]) / np.diff(edges)
 
 
-def _empty_figure(record: "MonitorRecord", title: str):
+def _empty_figure(record: MonitorRecord, title: str):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -129,7 +128,7 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
     ]
 
 
-def build_figure(record: "MonitorRecord", *, title: str = "GPU monitor", window_s: float | None = None):
+def build_figure(record: MonitorRecord, *, title: str = "GPU monitor", window_s: float | None = None):
     """A static ``go.Figure`` of a record (the whole run when ``window_s`` is None)."""
     fig = _empty_figure(record, title)
     cols = _Columns(record)
@@ -138,7 +137,7 @@ def build_figure(record: "MonitorRecord", *, title: str = "GPU monitor", window_
     return fig
 
 
-def compare_figure(before: "MonitorRecord", after: "MonitorRecord", *, labels=("before", "after"),
+def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("before", "after"),
                    title: str = "Before and after"):
     """Two runs overlaid, each from its own start: utilisation, SM activity and img/s per step."""
     import plotly.graph_objects as go
@@ -163,7 +162,7 @@ def compare_figure(before: "MonitorRecord", after: "MonitorRecord", *, labels=("
 class _Columns:
     """Per-trace columns that grow by the rows added since the last redraw: a redraw costs O(new rows)."""
 
-    def __init__(self, record: "MonitorRecord") -> None:
+    def __init__(self, record: MonitorRecord) -> None:
         self.specs = _trace_specs(record)
         self.cols: list[tuple[list[float], list[float]]] = [([], []) for _ in range(len(self.specs) + 1)]
         self.n_samples = self.n_steps = 0
@@ -192,10 +191,26 @@ class _Columns:
         return np.asarray(xs[k:], dtype=float), np.asarray(ys[k:], dtype=float)
 
 
-class LiveView:
-    """The live widget of one :class:`~helpers.monitor.Monitor`."""
+class LiveSource(Protocol):
+    """What a live view reads from the thing it draws (a :class:`~helpers.monitor.Monitor`)."""
 
-    def __init__(self, monitor: "Monitor", *, thread_refresh: bool = True) -> None:
+    title: str
+    window_s: float | None
+    refresh_interval_s: float
+
+    def snapshot(self) -> MonitorRecord: ...
+
+    def rows_since(self, n_samples: int, n_steps: int) -> tuple[list[dict], list[dict], list[dict]]: ...
+
+    def summary(self) -> MonitorSummary: ...
+
+    def figure(self): ...
+
+
+class LiveView:
+    """The live widget of one :class:`~helpers.monitor.Monitor` (any :class:`LiveSource`)."""
+
+    def __init__(self, monitor: LiveSource, *, thread_refresh: bool = True) -> None:
         self.monitor = monitor
         self.thread_refresh = thread_refresh
         self._widget = None
