@@ -157,7 +157,7 @@ class TrainResult:
     # beside the GPU's activity (the monitor), as helpers.diagnose does.
     data_wait_share: float
     phase_ms: dict[str, float]  # median per step: data, h2d (+ normalize_on_device), compute, other
-    peak_mem_gib: float | None
+    peak_allocated_gib: float | None  # PyTorch's allocator: the most memory live tensors held (exact, not sampled)
     loss: float  # mean over the last quarter of the measured steps
     accuracy: float  # training accuracy over the measured steps
     steps: int
@@ -166,10 +166,10 @@ class TrainResult:
     losses: tuple[float, ...] = dataclasses.field(repr=False, default=())
 
     def summary(self) -> str:
-        mem = f"{self.peak_mem_gib:.2f} GiB" if self.peak_mem_gib is not None else "n/a (CPU)"
+        mem = f"{self.peak_allocated_gib:.2f} GiB" if self.peak_allocated_gib is not None else "n/a (CPU)"
         return (
             f"{self.img_per_s:,.0f} img/s | step {self.step_ms_median:.1f} ms median, {self.step_ms_p95:.1f} ms p95 | "
-            f"waiting for data {self.data_wait_share:.0%} | peak memory {mem} | "
+            f"waiting for data {self.data_wait_share:.0%} | PyTorch allocated peak {mem} | "
             f"loss {self.loss:.3f}, accuracy {self.accuracy:.0%} | {self.steps} steps on {self.device}"
         )
 
@@ -180,7 +180,7 @@ class TrainResult:
             "step_ms_median": self.step_ms_median,
             "step_ms_p95": self.step_ms_p95,
             "data_wait_share": self.data_wait_share,
-            "peak_mem_gib": self.peak_mem_gib,
+            "peak_allocated_gib": self.peak_allocated_gib,
             "loss": self.loss,
             "accuracy": self.accuracy,
         }
@@ -406,7 +406,7 @@ class Trainer:
             step_ms_p95=p95,
             data_wait_share=min(1.0, sum(data_ms) / 1e3 / wall_s),
             phase_ms=phases,
-            peak_mem_gib=torch.cuda.max_memory_allocated(self.device) / 2**30 if self.cuda else None,
+            peak_allocated_gib=torch.cuda.max_memory_allocated(self.device) / 2**30 if self.cuda else None,
             loss=sum(tail) / len(tail),
             accuracy=int(self._correct.item()) / max(1, self._seen),
             steps=len(recs),

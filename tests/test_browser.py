@@ -133,7 +133,7 @@ def test_live_monitor_renders_in_jupyterlab(lab):
 
             # Stopping replaces the widget by a static figure of the whole run, and prints the summary.
             _run_next_cell(page)
-            page.wait_for_function("() => document.querySelector('.jp-Notebook').innerText.includes('peak memory')",
+            page.wait_for_function("() => /memory .*peak .* samples/.test(document.querySelector('.jp-Notebook').innerText)",
                                    timeout=60_000)
             page.wait_for_function(f"() => ({PLOT_POINTS})().some(n => n > 0)", timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "monitor-final.png"), full_page=True)

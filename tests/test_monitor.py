@@ -31,7 +31,10 @@ def test_samples_every_nvml_field_in_the_background(fake_nvml):
     assert df["pcie_rx_mb_s"].iloc[0] == pytest.approx(3.0)
     s = mon.summary()
     assert s.source == "nvml" and 10 <= s.mean_util_pct <= 70
-    assert s.peak_mem_gib == pytest.approx(2.0) and s.mem_total_gib == 80
+    assert s.peak_used_gib == pytest.approx(2.0) and s.mem_total_gib == 80
+    # Each memory figure carries its own name: NVML's used memory is not PyTorch's allocated memory.
+    assert "GPU memory used (NVML) peak 2.00 GiB, PyTorch allocated peak n/a" in str(s)
+    assert "peak memory" not in str(s)
     assert s.mean_power_w == pytest.approx(250.0)
     assert s.mean_sm_active_pct is None  # no GPM on this fake
     assert not _threads()
@@ -143,7 +146,7 @@ def test_without_nvml_it_samples_the_host(capsys):
         sum(i for i in range(200000))
         time.sleep(0.05)
     s = mon.summary()
-    assert s.source == "host" and s.samples >= 2 and s.peak_mem_gib > 0
+    assert s.source == "host" and s.samples >= 2 and s.peak_used_gib > 0
     assert "no NVML" in str(s)
     assert capsys.readouterr().out.count("NVML unavailable") == 1
 

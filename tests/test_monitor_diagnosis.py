@@ -4,7 +4,7 @@ from helpers.monitor import diagnose
 from helpers.monitor import MonitorSummary
 
 BASE = MonitorSummary(source="nvml", duration_s=10, samples=40, mean_util_pct=95.0, mean_sm_active_pct=90.0,
-                      mean_tensor_active_pct=60.0, mean_dram_bw_pct=20.0, peak_mem_gib=40.0, mem_total_gib=80.0,
+                      mean_tensor_active_pct=60.0, mean_dram_bw_pct=20.0, peak_used_gib=40.0, mem_total_gib=80.0,
                       peak_allocated_gib=30.0, mean_power_w=600.0, slowdown_share=0.0, img_per_s=1000.0, steps=100)
 
 
@@ -41,7 +41,7 @@ def test_busy_sms_without_tensor_cores():
 
 
 def test_good_run_memory_and_clocks():
-    s = dataclasses.replace(BASE, peak_mem_gib=78.0, slowdown_share=0.5, mean_dram_bw_pct=85.0)
+    s = dataclasses.replace(BASE, peak_used_gib=78.0, slowdown_share=0.5, mean_dram_bw_pct=85.0)
     t = titles(s)
     assert {"The SMs are busy", "Memory nearly full", "Clocks lowered by power or thermal limits",
             "Memory-bandwidth bound"} <= set(t)
@@ -49,7 +49,7 @@ def test_good_run_memory_and_clocks():
 
 
 def test_room_for_a_larger_batch_without_gpm():
-    s = dataclasses.replace(BASE, mean_sm_active_pct=None, mean_tensor_active_pct=None, peak_mem_gib=8.0)
+    s = dataclasses.replace(BASE, mean_sm_active_pct=None, mean_tensor_active_pct=None, peak_used_gib=8.0)
     assert "Room for a larger batch" in titles(s)
 
 

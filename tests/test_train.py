@@ -58,9 +58,9 @@ def test_a_run_measures_every_field():
     assert 0 <= res.data_wait_share <= 1
     assert set(res.phase_ms) == {"data", "h2d", "compute", "other"}
     assert all(v >= 0 for v in res.phase_ms.values())
-    assert res.peak_mem_gib is None  # CPU
+    assert res.peak_allocated_gib is None  # CPU
     assert len(res.losses) == TINY.steps and 0 <= res.accuracy <= 1
-    assert "img/s" in res.summary()
+    assert "img/s" in res.summary() and "PyTorch allocated peak n/a (CPU)" in res.summary()
     assert "0x" not in repr(res)  # no memory addresses in reprs
     assert res.as_row()["img_per_s"] == res.img_per_s
 

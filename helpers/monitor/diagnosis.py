@@ -93,18 +93,18 @@ def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Fin
                 "the GPU is at its limits, which a well-fed GPU often is; expect figures to vary with temperature, "
                 "and compare runs side by side"))
 
-    if s.peak_mem_gib is not None and s.mem_total_gib:
-        share = s.peak_mem_gib / s.mem_total_gib
+    if s.peak_used_gib is not None and s.mem_total_gib:
+        share = s.peak_used_gib / s.mem_total_gib
         if share >= 0.9:
             out.append(Finding(
                 "warning", "Memory nearly full",
-                f"peak {s.peak_mem_gib:.1f} of {s.mem_total_gib:.1f} GiB",
+                f"GPU memory used (NVML) peaked at {s.peak_used_gib:.1f} of {s.mem_total_gib:.1f} GiB",
                 "a larger batch will not fit: bf16 autocast, activation checkpointing, or gradient accumulation "
                 "(04_memory)"))
         elif share < 0.3 and util is not None and util >= 80 and (sm is None or sm < 80):
             out.append(Finding(
                 "info", "Room for a larger batch",
-                f"peak memory {s.peak_mem_gib:.1f} of {s.mem_total_gib:.1f} GiB",
+                f"GPU memory used (NVML) peaked at {s.peak_used_gib:.1f} of {s.mem_total_gib:.1f} GiB",
                 "a larger batch gives each kernel more work"))
 
     if s.source == "host":

@@ -33,9 +33,12 @@ class MonitorSummary:
     mean_sm_active_pct: float | None  # GPM, Hopper and newer
     mean_tensor_active_pct: float | None
     mean_dram_bw_pct: float | None
-    peak_mem_gib: float | None  # NVML used memory (GPU) or resident memory (host)
+    # Two memory figures, never to be read as one: NVML's "used" is all the GPU memory in use (the CUDA
+    # context, PyTorch's cached blocks, other processes), what nvidia-smi shows; PyTorch's "allocated" is
+    # only the memory in live tensors. Both are sampled every period, so a short peak between samples is missed.
+    peak_used_gib: float | None  # NVML used memory (GPU) or this process's resident memory (host)
     mem_total_gib: float | None
-    peak_allocated_gib: float | None  # PyTorch's allocator
+    peak_allocated_gib: float | None  # PyTorch's allocator, memory in tensors
     mean_power_w: float | None
     slowdown_share: float | None  # share of busy samples with power or thermal clock slowdowns
     img_per_s: float | None  # images over the time between the first and last step
@@ -50,9 +53,17 @@ class MonitorSummary:
             head = f"GPU utilisation (NVML) {pct(self.mean_util_pct)}, SM activity (GPM) {pct(self.mean_sm_active_pct)}"
         else:
             head = f"CPU utilisation {pct(self.mean_util_pct)} (no NVML: host telemetry)"
-        mem = "n/a" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.2f} GiB"
         thr = "n/a" if self.img_per_s is None else f"{self.img_per_s:,.0f} img/s"
-        return f"{head} | peak memory {mem} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
+        return f"{head} | {self.memory_text()} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
+
+    def memory_text(self) -> str:
+        """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated peak 2.41 GiB``."""
+        def gib(v):
+            return "n/a" if v is None else f"{v:.2f} GiB"
+
+        if self.source != "nvml":
+            return f"process memory (RSS) peak {gib(self.peak_used_gib)}"
+        return f"GPU memory used (NVML) peak {gib(self.peak_used_gib)}, PyTorch allocated peak {gib(self.peak_allocated_gib)}"
 
 
 def _mean(values: list[float]) -> float | None:
@@ -123,7 +134,7 @@ class MonitorRecord:
             mean_sm_active_pct=_mean(get("sm_active_pct")),
             mean_tensor_active_pct=_mean(get("tensor_active_pct")),
             mean_dram_bw_pct=_mean(get("dram_bw_pct")),
-            peak_mem_gib=max(mem_vals) if mem_vals else None,
+            peak_used_gib=max(mem_vals) if mem_vals else None,
             mem_total_gib=totals[-1] if totals else None,
             peak_allocated_gib=max(alloc) if alloc else None,
             mean_power_w=_mean(get("power_w")),

@@ -2,7 +2,7 @@
 
     with Monitor() as mon:                      # a live plot appears in the notebook
         result = train(cfg, monitor=mon)        # per-step img/s and the run's phases feed it
-    mon.summary()                               # mean utilisation, mean SM activity, peak memory, img/s
+    mon.summary()                               # mean utilisation and SM activity, memory (NVML used, PyTorch allocated), img/s
     mon.samples_frame()                         # every sample as a DataFrame
 
 Any loop can feed it: ``mon.step(images=256)`` once per step, and
