@@ -21,7 +21,6 @@ import cProfile
 import dataclasses
 import json
 import pstats
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -103,7 +102,7 @@ class ProfileResult:
     prof: torch.profiler.profile = dataclasses.field(repr=False)
     active_steps: int
     _trace: list[dict] | None = dataclasses.field(default=None, repr=False)
-    _trace_file: Path | None = dataclasses.field(default=None, repr=False)
+    _raw_trace: bytes | None = dataclasses.field(default=None, repr=False)
 
     # -- tables -------------------------------------------------------------------------------
     def top_ops(self, n: int = 10, *, sort_by: str = "auto") -> "pandas.DataFrame":  # noqa: F821
@@ -138,25 +137,29 @@ class ProfileResult:
         return df.sort_values(sort_by, ascending=False).head(n).reset_index(drop=True)
 
     # -- the trace ----------------------------------------------------------------------------
-    def _saved_trace(self) -> Path:
-        # Kineto saves a trace only once per profile: save it to a private file, copy it from there.
-        if self._trace_file is None or not self._trace_file.exists():
-            self._trace_file = Path(tempfile.mkdtemp(prefix="gpu-perf-lab-trace-")) / "trace.json"
-            self.prof.export_chrome_trace(str(self._trace_file))
-        return self._trace_file
+    def _trace_bytes(self) -> bytes:
+        # Kineto writes a trace only once per profile, and only to a file: write it to a temporary folder that
+        # is gone when this call returns, and keep the bytes (a few MB at full scale) with this result. Nothing is
+        # left behind, even when the kernel is killed; the copies the learner asks for are written by export_trace.
+        if self._raw_trace is None:
+            with tempfile.TemporaryDirectory(prefix="gpu-perf-lab-trace-") as folder:
+                path = Path(folder) / "trace.json"
+                self.prof.export_chrome_trace(str(path))
+                self._raw_trace = path.read_bytes()
+        return self._raw_trace
 
     def export_trace(self, path: str | Path) -> Path:
         """Write the Chrome-trace JSON. Open it at https://ui.perfetto.dev, or name it
         ``<logdir>/<name>.pt.trace.json`` for TensorBoard's profiler plugin."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self._saved_trace(), path)
+        path.write_bytes(self._trace_bytes())
         return path
 
     def trace_events(self) -> list[dict]:
         """Complete ('X') events of the trace, each with ``cat``, ``name``, ``ts`` and ``dur`` in µs."""
         if self._trace is None:
-            raw = json.loads(self._saved_trace().read_text())
+            raw = json.loads(self._trace_bytes())
             events = raw["traceEvents"] if isinstance(raw, dict) else raw
             self._trace = [
                 e for e in events if e.get("ph") == "X" and "dur" in e and str(e.get("cat", "")).lower() in _ROWS

@@ -94,3 +94,16 @@ def test_nvtx_range_shows_in_the_profiler():
 
     p = profiling.profile_steps(step, wait=0, warmup=1, active=1)
     assert any(e["name"] == "my-phase" for e in p.trace_events())
+
+
+def test_no_trace_is_left_in_the_temporary_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    res = profiling.profile_steps(_work, wait=0, warmup=0, active=1)
+    assert res.trace_events() and res.kernel_stats() is not None
+    assert not list((tmp_path / "tmp").iterdir())  # read, and gone at once: a killed kernel leaves nothing either
+    kept = res.export_trace(tmp_path / "runs" / "kept.pt.trace.json")
+    assert json.loads(kept.read_text())["traceEvents"]  # the trace the learner asked for stays where it was put
+    assert not list((tmp_path / "tmp").iterdir())
