@@ -1,8 +1,9 @@
-"""pytest hooks for the notebook runs (nbval).
+"""pytest hooks for the notebook runs (nbval): every cell's wall time, and the executed notebooks.
 
-With ``HELPERS_EXECUTED_DIR`` set (the GPU run sets it), each notebook is
-saved there with the outputs nbval collected, and ``timings.json`` records
-each notebook's wall time. Notebooks in git stay output-free.
+Every nbval run ends with a table of each notebook's run time and its slowest cells, so an instructor
+(and CI's log) sees where the time goes. With ``HELPERS_EXECUTED_DIR`` set (the GPU run sets it), each
+notebook is saved there with the outputs nbval collected, and ``timings.json`` records each notebook's
+wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in git stay output-free.
 """
 
 from __future__ import annotations
@@ -16,21 +17,52 @@ import pytest
 
 _KEEP = os.environ.get("HELPERS_EXECUTED_DIR")
 _spans: dict[str, list[float]] = {}
+_cells: dict[str, list[dict]] = {}
 _notebooks: dict[str, object] = {}
+
+
+def first_line(source: str) -> str:
+    """The first line of a cell that says what it does (not blank), shortened for a table."""
+    for line in source.splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= 80 else line[:77] + "..."
+    return ""
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     start = time.perf_counter()
-    yield
+    outcome = yield
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
+        end = time.perf_counter()
         key = str(item.parent.path)
         span = _spans.setdefault(key, [start, start])
-        span[1] = time.perf_counter()
+        span[1] = end
+        _cells.setdefault(key, []).append({"cell": item.cell.get("id") or str(item.cell_num),
+                                           "s": round(end - start, 2), "first_line": first_line(item.cell.source),
+                                           "passed": outcome.excinfo is None})
         if _KEEP:
-            outputs = getattr(item, "test_outputs", None) or []
-            item.cell.outputs = outputs
+            item.cell.outputs = getattr(item, "test_outputs", None) or []
             _notebooks[key] = item.parent.nb
+
+
+def timings() -> dict[str, dict]:
+    """``{notebook: {"run_s", "passed", "cells": [{"cell", "s", "first_line", "passed"}, ...]}}`` of this session."""
+    return {Path(k).stem: {"run_s": round(end - start, 2), "passed": all(c["passed"] for c in _cells.get(k, [])),
+                           "cells": _cells.get(k, [])}
+            for k, (start, end) in _spans.items()}
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _spans:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("notebook run times")
+    for name, t in timings().items():
+        slowest = sorted(t["cells"], key=lambda c: -c["s"])[:3]
+        write(f"{name:22s} {t['run_s']:7.1f} s   slowest cells: "
+              + "; ".join(f"{c['s']:.1f} s [{c['cell']}] {c['first_line'][:40]}" for c in slowest))
 
 
 def pytest_sessionfinish(session):
@@ -42,5 +74,7 @@ def pytest_sessionfinish(session):
     out.mkdir(parents=True, exist_ok=True)
     for key, nb in _notebooks.items():
         nbformat.write(nb, out / Path(key).name)
-    timings = {Path(k).stem: round(end - start, 2) for k, (start, end) in _spans.items()}
-    (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+    from helpers import env
+
+    record = {"scale": env.scale(), "notebooks": timings()}
+    (out / "timings.json").write_text(json.dumps(record, indent=2) + "\n")

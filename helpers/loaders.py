@@ -4,7 +4,7 @@
     loader_img_per_s(dataset, spec)                 # batches/s × batch, copied to the GPU
     df = grid(dataset, batch_sizes=[32, 256], workers=[0, 4, 8], pins=[False, True])
     best_spec(df); heatmap(df)                      # pick from the data; plot it
-    worker_sweep(dataset, batch_size=256)           # img/s against workers, up to the usable cores
+    worker_sweep(dataset, batch_size=256, known=df) # img/s against workers (the grid's cells reused, not re-measured)
     host_to_device_gb_per_s(batch, pinned=True)     # host-to-device bandwidth, pageable vs pinned
 
 The loader is measured alone (no model): what it can deliver is the ceiling
@@ -230,20 +230,32 @@ def worker_sweep(
     pin_memory: bool = True,
     batches: int = 20,
     device: torch.device | str | None = None,
+    known: "pandas.DataFrame | None" = None,  # noqa: F821
 ) -> "pandas.DataFrame":  # noqa: F821
-    """img/s against num_workers, up to the usable cores (and one step past them, to show the cost)."""
+    """img/s against num_workers, up to the usable cores (and one step past them, to show the cost).
+
+    ``known``: a grid's rows (:func:`grid`); a worker count it measured at this batch size and pinning is
+    taken from it (``source`` says "grid") instead of being measured a second time.
+    """
     import pandas as pd
 
     cores = env.usable_cpus()
     if workers is None:
         workers = sorted({0, 1, 2, 4, 8, 16, 32, cores, cores + max(1, cores // 2)} & set(range(0, cores * 2 + 1)))
         workers = [w for w in workers if w <= cores + max(1, cores // 2)]
+    seen: dict[int, float] = {}
+    if known is not None and not known.empty:
+        same = known[(known["batch_size"] == batch_size) & (known["pin_memory"] == pin_memory)]
+        seen = {int(r.num_workers): float(r.img_per_s) for r in same.itertuples()}
     rows = []
     for nw in workers:
+        if nw in seen:
+            rows.append({"num_workers": nw, "img_per_s": seen[nw], "beyond_cores": nw > cores, "source": "grid"})
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the sweep goes past the cores on purpose
             ips = loader_img_per_s(dataset, LoaderSpec(batch_size, nw, pin_memory), batches=batches, device=device)
-        rows.append({"num_workers": nw, "img_per_s": ips, "beyond_cores": nw > cores})
+        rows.append({"num_workers": nw, "img_per_s": ips, "beyond_cores": nw > cores, "source": "measured"})
     return pd.DataFrame(rows)
 
 

@@ -3,6 +3,7 @@
     panel = LoaderPanel(measure, batch_sizes=[32, 128, 256], max_workers=env.usable_cpus())
     panel.show()                                  # sliders, toggles, a Run button and a live bar chart
     panel.run(batch_size=256, num_workers=8, pin_memory=True, gpu_decode=False)   # the same, from code
+    panel.add(5_500.0, batch_size=256, num_workers=8, pin_memory=True, source="grid")  # a bar measured already
 
 ``measure(settings) → img/s`` is any short measurement (the notebook passes one
 that times the loader). Every run adds a bar, so a room can compare settings
@@ -22,6 +23,7 @@ class PanelRun:
     label: str
     settings: dict
     img_per_s: float
+    source: str = "panel"  # where the figure was measured: by the panel's Run, or earlier (e.g. "grid")
 
 
 def _label(s: dict) -> str:
@@ -64,17 +66,28 @@ class LoaderPanel:
                         self._chart]))
 
     # -- runs -----------------------------------------------------------------------------------
-    def run(self, *, batch_size: int, num_workers: int, pin_memory: bool = False, gpu_decode: bool = False) -> PanelRun:
-        """Measure one setting and add its bar."""
+    def _settings(self, batch_size: int, num_workers: int, pin_memory: bool, gpu_decode: bool) -> dict:
         if batch_size not in self.batch_sizes:
             raise ValueError(f"batch_size={batch_size} is not one of the panel's {self.batch_sizes}.")
         if not 0 <= num_workers <= self.max_workers:
             raise ValueError(f"num_workers={num_workers}: the panel allows 0 to {self.max_workers} "
                              "(the cores this process may use).")
-        settings = dict(batch_size=batch_size, num_workers=num_workers, pin_memory=pin_memory, gpu_decode=gpu_decode)
+        return dict(batch_size=batch_size, num_workers=num_workers, pin_memory=pin_memory, gpu_decode=gpu_decode)
+
+    def run(self, *, batch_size: int, num_workers: int, pin_memory: bool = False, gpu_decode: bool = False) -> PanelRun:
+        """Measure one setting and add its bar."""
+        settings = self._settings(batch_size, num_workers, pin_memory, gpu_decode)
         if self._status is not None:
             self._status.value = f"running {_label(settings)} …"
-        run = PanelRun(_label(settings), settings, float(self.measure(settings)))
+        return self._append(PanelRun(_label(settings), settings, float(self.measure(settings))))
+
+    def add(self, img_per_s: float, *, batch_size: int, num_workers: int, pin_memory: bool = False,
+            gpu_decode: bool = False, source: str = "earlier") -> PanelRun:
+        """Add a bar for a setting measured already (say, by the loader grid), instead of measuring it twice."""
+        settings = self._settings(batch_size, num_workers, pin_memory, gpu_decode)
+        return self._append(PanelRun(f"{_label(settings)} ({source})", settings, float(img_per_s), source))
+
+    def _append(self, run: PanelRun) -> PanelRun:
         self.runs.append(run)
         if self._status is not None:
             self._status.value = f"{run.label}: {run.img_per_s:,.0f} img/s"

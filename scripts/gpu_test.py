@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Run every notebook at full scale on a GPU node with nbval; keep the executed
-notebooks; record timings in ``results/<gpu-slug>.json``; print a summary.
+notebooks; record each notebook's run time and slowest cell in ``results/<gpu-slug>.json``;
+print the five slowest cells and the time budget; print a summary.
 
     make test-gpu                               # with the project's .venv
     python3 scripts/gpu_test.py                 # with any Python that has the stack (see README)
     python3 scripts/gpu_test.py notebooks/01_baseline.ipynb --keep build/executed
+
+A notebook or cell over the budget (scripts/notebook_times.py: 300 s and 90 s on one H100)
+fails the run, unless ``--no-budget``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("notebooks", nargs="*", help="notebooks to run (default: all in notebooks/)")
     ap.add_argument("--keep", default=str(ROOT / "build" / "executed"), help="folder for the executed notebooks")
     ap.add_argument("--cell-timeout", type=int, default=1800, help="seconds one cell may take")
+    ap.add_argument("--no-budget", action="store_true", help="report the time budget without failing on it")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -47,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu_tests = [sys.executable, "-m", "pytest", "-v", *sorted(str(p) for p in (ROOT / "tests").glob("test_*_gpu.py"))]
     cmd = [sys.executable, "-m", "pytest", "-v", "--nbval-lax", "--nbval-current-env",
            f"--nbval-cell-timeout={args.cell_timeout}", *notebooks]
+    (keep / "timings.json").unlink(missing_ok=True)  # a run that dies early must not report the last run's times
     start = time.perf_counter()
     print("==>", " ".join(gpu_tests), flush=True)
     rc_unit = subprocess.call(gpu_tests, cwd=ROOT, env=env)  # the real NVML/GPU paths of the helpers
@@ -56,19 +62,27 @@ def main(argv: list[str] | None = None) -> int:
 
     from helpers import results
 
-    timings = json.loads((keep / "timings.json").read_text()) if (keep / "timings.json").exists() else {}
-    figures = {f"run_s_{name}": secs for name, secs in timings.items()}
-    if rc == 0 and {"00_setup", "01_baseline"} <= timings.keys():
-        figures["full_run_s_00_01"] = timings["00_setup"] + timings["01_baseline"]
+    import notebook_times  # beside this script
+
+    timings_file = keep / "timings.json"
+    timings = notebook_times.load(timings_file) if timings_file.exists() else {"scale": "full", "notebooks": {}}
+    figures = notebook_times.figures_from(timings)
+    misses = notebook_times.over_budget(timings, "full")
     if figures:
         path = results.record(figures)
         print(f"\n==> results in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         data = results.load(path)
         print(f"device {data['device']} | driver {data['driver']} | torch {data['torch']} | CUDA {data['cuda']} | {data['date']}")
         print(results.figures_table(path).to_string(index=False))
+        if path.name == notebook_times.REFERENCE:
+            notebook_times.update_readme()
+            print("==> README's run-time table rewritten from it")
+    if timings["notebooks"]:
+        print("\n" + notebook_times.report(timings))
     print(f"\n==> executed notebooks in {keep}; GPU unit tests {'passed' if rc_unit == 0 else 'FAILED'}; "
-          f"nbval {'passed' if rc == 0 else 'FAILED'}; {wall:.0f} s in all")
-    return rc or rc_unit
+          f"nbval {'passed' if rc == 0 else 'FAILED'}; time budget {'met' if not misses else 'MISSED'}; "
+          f"{wall:.0f} s in all")
+    return rc or rc_unit or (0 if args.no_budget or not misses else 3)
 
 
 def _missing(module: str) -> bool:

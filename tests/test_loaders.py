@@ -49,6 +49,26 @@ def test_worker_sweep_goes_one_step_past_the_cores(dataset, monkeypatch):
     df = loaders.worker_sweep(dataset, batch_size=8, batches=2)
     assert list(df.num_workers) == [0, 1, 2, 3]
     assert list(df.beyond_cores) == [False, False, False, True]
+    assert set(df.source) == {"measured"}
+
+
+def test_worker_sweep_reuses_what_the_grid_measured(dataset, monkeypatch):
+    import pandas as pd
+
+    monkeypatch.setattr(env, "usable_cpus", lambda: 2)
+    measured = []
+    real = loaders.loader_img_per_s
+    monkeypatch.setattr(loaders, "loader_img_per_s", lambda ds, spec, **kw: measured.append(spec.num_workers) or real(ds, spec, **kw))
+    grid = pd.DataFrame([
+        {"batch_size": 8, "num_workers": 0, "pin_memory": True, "img_per_s": 111.0},
+        {"batch_size": 8, "num_workers": 2, "pin_memory": True, "img_per_s": 222.0},
+        {"batch_size": 8, "num_workers": 1, "pin_memory": False, "img_per_s": 999.0},  # other pinning: not reused
+        {"batch_size": 16, "num_workers": 1, "pin_memory": True, "img_per_s": 999.0},  # other batch: not reused
+    ])
+    df = loaders.worker_sweep(dataset, batch_size=8, batches=2, pin_memory=True, known=grid)
+    assert measured == [1, 3]  # no measurement taken twice
+    assert list(df.source) == ["grid", "measured", "grid", "measured"]
+    assert list(df.img_per_s)[0] == 111.0 and list(df.img_per_s)[2] == 222.0
 
 
 def test_too_many_workers_warns_with_the_measured_alternative(monkeypatch):

@@ -46,7 +46,7 @@ def test_gpu_run_keeps_executed_notebooks_and_timings(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    nb = new_notebook(cells=[new_code_cell("x = 6 * 7"), new_code_cell("print(x)")])
+    nb = new_notebook(cells=[new_code_cell("\n# the answer\nx = 6 * 7"), new_code_cell("print(x)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     # Inside the repository, so that its conftest.py (the hook under test) applies.
     (ROOT / "build").mkdir(exist_ok=True)
@@ -65,7 +65,13 @@ def test_gpu_run_keeps_executed_notebooks_and_timings(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     executed = nbformat.read(keep / "demo.ipynb", as_version=4)
     assert executed.cells[1].outputs[0]["text"] == "42\n"
-    assert json.loads((keep / "timings.json").read_text())["demo"] >= 0
+    timings = json.loads((keep / "timings.json").read_text())
+    assert timings["scale"] == "smoke"
+    demo = timings["notebooks"]["demo"]
+    assert demo["passed"] and demo["run_s"] >= 0
+    assert [c["first_line"] for c in demo["cells"]] == ["# the answer", "print(x)"]  # each cell timed, named
+    assert all(c["s"] >= 0 and c["passed"] for c in demo["cells"])
+    assert "notebook run times" in proc.stdout  # every notebook run ends with its times
 
 
 def test_ci_runs_exactly_the_readme_test_command():

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""How long each notebook and each of its cells takes: figures for results/, the budget, the README's table.
+
+The notebook runs (nbval) write ``timings.json`` (see the repository's ``conftest.py``). From it:
+
+    python3 scripts/notebook_times.py record build/smoke/timings.json   # a smoke run's times → results/smoke.json
+    python3 scripts/notebook_times.py readme                            # README's run-time table from results/
+    python3 scripts/notebook_times.py readme --check                    # exit 1 if the README is out of date
+
+``make time-smoke`` runs the notebooks at smoke scale and records them; ``make test-gpu`` records the full
+scale, checks the budget and rewrites the README's table. Nobody types a run time into the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The course's reference GPU: the README's full-scale times are this file's.
+REFERENCE = "nvidia-h100-80gb-hbm3.json"
+SMOKE = "smoke.json"
+_BEGIN = "<!-- run times: written by scripts/notebook_times.py from results/; do not edit by hand -->"
+_END = "<!-- /run times -->"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What an instructor can plan around: seconds per notebook and per cell at one scale."""
+
+    notebook_s: float
+    cell_s: float | None
+
+
+#: Full scale is budgeted on one H100; smoke scale on a 2-core CPU (CI's machine).
+BUDGETS = {"full": Budget(notebook_s=300, cell_s=90), "smoke": Budget(notebook_s=180, cell_s=None)}
+
+
+def load(path: str | Path) -> dict:
+    """A ``timings.json``: ``{"scale": ..., "notebooks": {name: {"run_s", "passed", "cells": [...]}}}``."""
+    raw = json.loads(Path(path).read_text())
+    if "notebooks" not in raw:
+        raise ValueError(f"{path} is not a timings file written by the notebook runs (no 'notebooks' key).")
+    return raw
+
+
+def figures_from(timings: dict) -> dict[str, float]:
+    """``run_s_<notebook>`` and ``max_cell_s_<notebook>`` for every notebook whose cells all passed."""
+    out: dict[str, float] = {}
+    for name, t in timings["notebooks"].items():
+        if not t.get("passed", True) or not t["cells"]:
+            continue  # a failed run's time is not the notebook's time
+        out[f"run_s_{name}"] = float(t["run_s"])
+        out[f"max_cell_s_{name}"] = max(float(c["s"]) for c in t["cells"])
+    return out
+
+
+def slowest_cells(timings: dict, n: int = 5) -> list[dict]:
+    """The ``n`` slowest cells over every notebook, each with its notebook, id, seconds and first line."""
+    cells = [{"notebook": name, **c} for name, t in timings["notebooks"].items() for c in t["cells"]]
+    return sorted(cells, key=lambda c: -c["s"])[:n]
+
+
+def over_budget(timings: dict, scale: str) -> list[str]:
+    """One line per notebook or cell over ``scale``'s budget (empty when everything fits)."""
+    budget = BUDGETS[scale]
+    out = []
+    for name, t in timings["notebooks"].items():
+        if t["run_s"] > budget.notebook_s:
+            out.append(f"{name} took {t['run_s']:.0f} s (budget {budget.notebook_s:.0f} s)")
+        for c in t["cells"]:
+            if budget.cell_s is not None and c["s"] > budget.cell_s:
+                out.append(f"{name} cell [{c['cell']}] took {c['s']:.0f} s (budget {budget.cell_s:.0f} s): "
+                           f"{c['first_line']}")
+    return out
+
+
+def report(timings: dict) -> str:
+    """The five slowest cells and the budget, as text for the run's log."""
+    scale = timings.get("scale", "full")
+    lines = ["the five slowest cells:"]
+    lines += [f"  {c['s']:7.1f} s  {c['notebook']} [{c['cell']}]  {c['first_line']}" for c in slowest_cells(timings)]
+    budget = BUDGETS[scale]
+    cell = f", each cell ≤ {budget.cell_s:.0f} s" if budget.cell_s else ""
+    misses = over_budget(timings, scale)
+    lines.append(f"budget at {scale} scale: each notebook ≤ {budget.notebook_s:.0f} s{cell}: "
+                 + ("within it" if not misses else "OVER: " + "; ".join(misses)))
+    return "\n".join(lines)
+
+
+def _secs(v: float | None) -> str:
+    return "not measured yet" if v is None else f"{v:.0f} s"
+
+
+def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | None = None) -> str:
+    """The README's run-time table, from the reference GPU's results and the smoke run's."""
+    if notebooks is None:
+        notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+    def read(name: str) -> dict:
+        path = results_dir / name
+        return json.loads(path.read_text()) if path.exists() else {"figures": {}}
+
+    full, smoke = read(REFERENCE), read(SMOKE)
+    ff, sf = full["figures"], smoke["figures"]
+    rows = [f"| `{nb}` | {_secs(ff.get(f'run_s_{nb}'))} | {_secs(ff.get(f'max_cell_s_{nb}'))} | "
+            f"{_secs(sf.get(f'run_s_{nb}'))} |" for nb in notebooks]
+    fb, sb = BUDGETS["full"], BUDGETS["smoke"]
+    where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`); "
+             f"smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`). "
+             f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
+             f"H100; each notebook ≤ {sb.notebook_s:.0f} s at smoke scale on a 2-core CPU.")
+    return "\n".join([_BEGIN, "| notebook | full scale | its slowest cell | smoke scale |", "| --- | --- | --- | --- |",
+                      *rows, "", where, _END])
+
+
+def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> bool:
+    """Rewrite the table between the markers; with ``check``, only say whether it is up to date."""
+    text = readme.read_text()
+    pattern = re.compile(re.escape(_BEGIN) + r".*?" + re.escape(_END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{readme} has no run-time table markers ({_BEGIN} … {_END}).")
+    new = pattern.sub(lambda _m: readme_block(), text)
+    if check:
+        return new == text
+    readme.write_text(new)
+    return True
+
+
+def record(timings_path: str | Path) -> Path:
+    """Record a run's times: full scale in this device's results file, smoke scale in ``results/smoke.json``."""
+    sys.path.insert(0, str(ROOT))
+    from helpers import results
+
+    timings = load(timings_path)
+    figures = figures_from(timings)
+    if not figures:
+        raise SystemExit(f"no notebook in {timings_path} passed: nothing to record.")
+    path = results.results_dir() / SMOKE if timings["scale"] == "smoke" else None
+    return results.record(figures, path=path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    rec = sub.add_parser("record", help="record a timings.json in results/ and rewrite the README's table")
+    rec.add_argument("timings")
+    rd = sub.add_parser("readme", help="rewrite the README's run-time table from results/")
+    rd.add_argument("--check", action="store_true", help="only check that it is up to date")
+    args = ap.parse_args(argv)
+    if args.cmd == "record":
+        path = record(args.timings)
+        print(report(load(args.timings)))
+        update_readme()
+        print(f"recorded in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}; README's table rewritten")
+        return 0
+    if args.check:
+        ok = update_readme(check=True)
+        print("README's run-time table is up to date" if ok else
+              "README's run-time table differs from results/: run python3 scripts/notebook_times.py readme")
+        return 0 if ok else 1
+    update_readme()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Run times: every cell timed, figures for results/, the budget, and a README table written from results/."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("notebook_times", ROOT / "scripts" / "notebook_times.py")
+nt = sys.modules.setdefault("notebook_times", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(nt)
+
+TIMINGS = {"scale": "full", "notebooks": {
+    "00_setup": {"run_s": 20.0, "passed": True, "cells": [
+        {"cell": "00-02", "s": 4.0, "first_line": "import time", "passed": True},
+        {"cell": "00-11", "s": 9.5, "first_line": "ceil = bench.measure_ceilings()", "passed": True}]},
+    "02_dataloader": {"run_s": 320.0, "passed": True, "cells": [
+        {"cell": "02-07", "s": 120.0, "first_line": "GRID_BATCHES = ...", "passed": True},
+        {"cell": "02-23", "s": 30.0, "first_line": "tuned_cfg = ...", "passed": True}]},
+    "01_baseline": {"run_s": 12.0, "passed": False, "cells": [
+        {"cell": "01-04", "s": 12.0, "first_line": "with monitor.Monitor(...) as mon:", "passed": False}]},
+}}
+
+
+def test_figures_name_each_notebook_and_leave_out_failed_runs():
+    figs = nt.figures_from(TIMINGS)
+    assert figs == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5,
+                    "run_s_02_dataloader": 320.0, "max_cell_s_02_dataloader": 120.0}
+
+
+def test_the_slowest_cells_come_with_their_first_line():
+    top = nt.slowest_cells(TIMINGS, n=2)
+    assert [(c["notebook"], c["cell"]) for c in top] == [("02_dataloader", "02-07"), ("02_dataloader", "02-23")]
+    text = nt.report(TIMINGS)
+    assert "120.0 s  02_dataloader [02-07]  GRID_BATCHES = ..." in text
+    assert len(nt.slowest_cells(TIMINGS)) == 5 and text.startswith("the five slowest cells:")
+
+
+def test_the_budget_names_what_is_over_it():
+    misses = nt.over_budget(TIMINGS, "full")
+    assert misses == ["02_dataloader took 320 s (budget 300 s)",
+                      "02_dataloader cell [02-07] took 120 s (budget 90 s): GRID_BATCHES = ..."]
+    assert nt.over_budget(TIMINGS, "smoke") == ["02_dataloader took 320 s (budget 180 s)"]
+    assert "OVER" in nt.report(TIMINGS)
+
+
+def test_the_readme_table_is_written_from_results(tmp_path):
+    (tmp_path / nt.REFERENCE).write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
+                                                     "figures": {"run_s_00_setup": 19.6, "max_cell_s_00_setup": 6.2}}))
+    block = nt.readme_block(tmp_path, notebooks=["00_setup", "01_baseline"])
+    assert "| `00_setup` | 20 s | 6 s | not measured yet |" in block
+    assert "| `01_baseline` | not measured yet | not measured yet | not measured yet |" in block
+
+
+def test_the_readme_shows_what_results_holds():
+    assert nt.update_readme(check=True), "run: python3 scripts/notebook_times.py readme"
+
+
+def test_a_timings_file_is_checked(tmp_path):
+    bad = tmp_path / "t.json"
+    bad.write_text(json.dumps({"00_setup": 3.0}))
+    with pytest.raises(ValueError, match="not a timings file"):
+        nt.load(bad)
