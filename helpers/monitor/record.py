@@ -38,7 +38,7 @@ class MonitorSummary:
     # only the memory in live tensors. Both are sampled every period, so a short peak between samples is missed.
     peak_used_gib: float | None  # NVML used memory (GPU) or this process's resident memory (host)
     mem_total_gib: float | None
-    peak_allocated_gib: float | None  # PyTorch's allocator, memory in tensors
+    peak_allocated_gib: float | None  # PyTorch's allocator, memory in tensors: the highest sample, not the exact peak
     mean_power_w: float | None
     slowdown_share: float | None  # share of busy samples with power or thermal clock slowdowns
     img_per_s: float | None  # images over the time between the first and last step
@@ -57,13 +57,16 @@ class MonitorSummary:
         return f"{head} | {self.memory_text()} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
 
     def memory_text(self) -> str:
-        """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated peak 2.41 GiB``."""
+        """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated 2.02 GiB at the
+        highest sample``. The allocator's exact peak is the training summary's (``TrainResult.peak_allocated_gib``):
+        a sample every 250 ms can miss the moment of the peak, so the two differ and must not share a name."""
         def gib(v):
             return "n/a" if v is None else f"{v:.2f} GiB"
 
         if self.source != "nvml":
             return f"process memory (RSS) peak {gib(self.peak_used_gib)}"
-        return f"GPU memory used (NVML) peak {gib(self.peak_used_gib)}, PyTorch allocated peak {gib(self.peak_allocated_gib)}"
+        return (f"GPU memory used (NVML) peak {gib(self.peak_used_gib)}, "
+                f"PyTorch allocated {gib(self.peak_allocated_gib)} at the highest sample")
 
 
 def _mean(values: list[float]) -> float | None:
