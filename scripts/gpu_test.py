@@ -14,7 +14,6 @@ fails the run, unless ``--no-budget``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -66,17 +65,13 @@ def main(argv: list[str] | None = None) -> int:
 
     timings_file = keep / "timings.json"
     timings = notebook_times.load(timings_file) if timings_file.exists() else {"scale": "full", "notebooks": {}}
-    figures = notebook_times.figures_from(timings)
     misses = notebook_times.over_budget(timings, "full")
-    if figures:
-        path = results.record(figures)
+    path = notebook_times.record(timings)  # also rewrites the README's run-time table
+    if path is not None:
         print(f"\n==> results in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         data = results.load(path)
         print(f"device {data['device']} | driver {data['driver']} | torch {data['torch']} | CUDA {data['cuda']} | {data['date']}")
         print(results.figures_table(path).to_string(index=False))
-        if path.name == notebook_times.REFERENCE:
-            notebook_times.update_readme()
-            print("==> README's run-time table rewritten from it")
     if timings["notebooks"]:
         print("\n" + notebook_times.report(timings))
     print(f"\n==> executed notebooks in {keep}; GPU unit tests {'passed' if rc_unit == 0 else 'FAILED'}; "

@@ -131,17 +131,19 @@ def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> 
     return True
 
 
-def record(timings_path: str | Path) -> Path:
-    """Record a run's times: full scale in this device's results file, smoke scale in ``results/smoke.json``."""
+def record(timings: dict) -> Path | None:
+    """Record a run's times (full scale in this device's results file, smoke scale in ``results/smoke.json``)
+    and rewrite the README's table from results/; None when no notebook passed, so there is nothing to record."""
     sys.path.insert(0, str(ROOT))
     from helpers import results
 
-    timings = load(timings_path)
     figures = figures_from(timings)
     if not figures:
-        raise SystemExit(f"no notebook in {timings_path} passed: nothing to record.")
+        return None
     path = results.results_dir() / SMOKE if timings["scale"] == "smoke" else None
-    return results.record(figures, path=path)
+    path = results.record(figures, path=path)
+    update_readme()  # it shows the reference GPU's and the smoke run's files; rewriting it for another GPU changes nothing
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,9 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     rd.add_argument("--check", action="store_true", help="only check that it is up to date")
     args = ap.parse_args(argv)
     if args.cmd == "record":
-        path = record(args.timings)
-        print(report(load(args.timings)))
-        update_readme()
+        timings = load(args.timings)
+        path = record(timings)
+        if path is None:
+            print(f"no notebook in {args.timings} passed: nothing to record.", file=sys.stderr)
+            return 1
+        print(report(timings))
         print(f"recorded in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}; README's table rewritten")
         return 0
     if args.check:

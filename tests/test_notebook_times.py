@@ -63,3 +63,17 @@ def test_a_timings_file_is_checked(tmp_path):
     bad.write_text(json.dumps({"00_setup": 3.0}))
     with pytest.raises(ValueError, match="not a timings file"):
         nt.load(bad)
+
+
+def test_record_writes_the_figures_and_the_readme_table(monkeypatch):
+    from helpers import results
+
+    rewritten = []
+    monkeypatch.setattr(nt, "update_readme", lambda: rewritten.append(True))
+    smoke = {"scale": "smoke", "notebooks": {"00_setup": TIMINGS["notebooks"]["00_setup"]}}
+    path = nt.record(smoke)
+    assert path == results.results_dir() / nt.SMOKE  # the test's own results folder (tests/conftest.py)
+    assert results.load(path)["figures"] == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5}
+    assert rewritten == [True]
+    failed = {"scale": "smoke", "notebooks": {"01_baseline": TIMINGS["notebooks"]["01_baseline"]}}
+    assert nt.record(failed) is None and rewritten == [True]  # a failed run records nothing
