@@ -10,11 +10,16 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     notices                                          say a thing once
     nvml · models · data                             NVML safely; the networks; the data sets
     env                                              where am I running, at what scale
-    bench · augment · preflight · results            timing and ceilings; GPU augmentation; what is missing; results/
-    loaders · profiling                              input-pipeline measurements; torch.profiler
-    train                                            the training loop
+    bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext
+                                                     timing and ceilings; GPU augmentation; what is missing; results/;
+                                                     what ncu measures; the Triton softmax; a CUDA extension
+    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention
+                                                     input pipelines; torch.profiler; the roofline; launches; softmax
+                                                     variants; attention
+    train · ncu                                      the training loop; Nsight Compute's table
+    kernels.compile_modes ← kernels                  torch.compile's modes timed; the kernels package
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
-    widgets · exercises/ (common ← nb00, nb01, nb02)
+    widgets · exercises/ (common ← nb00, nb01, nb02, nb03)
 
 Each module has ``__all__`` and a docstring that shows its use.
 """
@@ -25,15 +30,28 @@ import os as _os
 # to stderr on CPU-only machines; they are harmless and confuse learners.
 _os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 
+# Triton reads TRITON_INTERPRET when it is imported: on a machine with no CUDA GPU, set it first, so the course's
+# Triton kernels run through Triton's interpreter (correct, slow) instead of failing to find a GPU.
+import torch as _torch  # noqa: E402
+
+if not _torch.cuda.is_available():
+    _os.environ.setdefault("TRITON_INTERPRET", "1")
+    # torch.compile imports cpp_extension, which warns on a CPU machine that it found no CUDA runtime: expected here.
+    import logging as _logging
+
+    _logging.getLogger("torch.utils.cpp_extension").setLevel(_logging.ERROR)
+
 from . import notices  # noqa: E402
 from . import data, models, nvml  # noqa: E402
 from . import env  # noqa: E402
 from . import augment, bench, preflight, results  # noqa: E402
 from . import loaders, profiling  # noqa: E402
 from . import train  # noqa: E402
+from . import ncu, ncu_target, roofline  # noqa: E402
+from . import kernels  # noqa: E402
 from . import monitor  # noqa: E402
 from . import exercises, widgets  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["notices", "nvml", "models", "data", "env", "bench", "augment", "preflight", "results", "loaders",
-           "profiling", "train", "monitor", "widgets", "exercises"]
+           "profiling", "train", "ncu", "ncu_target", "roofline", "kernels", "monitor", "widgets", "exercises"]

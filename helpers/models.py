@@ -8,6 +8,8 @@ network pools only twice and feeds 256×56×56 into that layer, which crashes.)
 
     model = ReferenceCNN(image_size=224)
     logits = model(torch.randn(8, 3, 224, 224))   # (8, 10)
+    seq = as_sequential(model)                    # the same layers (the same weights) as one nn.Sequential
+    mlp = small_mlp()                             # 8 × (Linear(256, 256), ReLU): tiny kernels, launch-bound
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["MIN_IMAGE_SIZE", "ReferenceCNN", "feature_size", "count_params"]
+__all__ = ["MIN_IMAGE_SIZE", "ReferenceCNN", "feature_size", "count_params", "as_sequential", "small_mlp"]
 
 #: Three 2×2 pools halve the side three times; below 8 pixels nothing is left.
 MIN_IMAGE_SIZE = 8
@@ -63,3 +65,27 @@ class ReferenceCNN(nn.Module):
 def count_params(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def as_sequential(model: ReferenceCNN) -> nn.Sequential:
+    """``model``'s layers, in order, as one ``nn.Sequential`` sharing its weights (same outputs).
+
+    Writing a network as ``nn.Sequential`` changes how it is written, not what runs: every layer
+    still launches its own kernels (03_kernels counts them).
+    """
+    return nn.Sequential(
+        model.conv1, model.relu, model.pool,
+        model.conv2, model.relu, model.pool,
+        model.conv3, model.relu, model.pool,
+        nn.Flatten(1), model.fc1, model.relu, model.fc2,
+    )
+
+
+def small_mlp(width: int = 256, depth: int = 8) -> nn.Sequential:
+    """``depth`` × (Linear(width, width), ReLU): so little work per layer that launching it costs more."""
+    if depth < 1 or width < 1:
+        raise ValueError(f"small_mlp needs width ≥ 1 and depth ≥ 1 (got width={width}, depth={depth}).")
+    layers: list[nn.Module] = []
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers)

@@ -34,6 +34,7 @@ __all__ = [
     "nvtx_range",
     "python_hotspots",
     "intervals_union_us",
+    "kernel_kind",
 ]
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -75,6 +76,34 @@ def intervals_union_us(intervals: list[tuple[float, float]]) -> float:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
+
+
+_KINDS = (  # (kind, words in a kernel's or op's name), the first match wins: cuDNN's conv kernels contain "gemm"
+    ("convolution", ("conv", "fprop", "dgrad", "wgrad", "implicit_gemm", "winograd")),
+    ("pooling", ("pool",)),
+    ("GEMM", ("gemm", "matmul", "cutlass", "cublas", "addmm", "aten::mm", "aten::bmm", "xmma", "nvjet")),
+    ("reduction", ("reduce", "sum", "softmax", "nll", "norm", "mean", "argmax", "cross_entropy", "_per_")),
+    ("copy", ("copy", "memcpy", "memset", "cat", "nchwtonhwc", "nhwctonchw", "transpose", "convert", "to_copy")),
+    ("elementwise", ("elementwise", "vectorized", "unrolled", "relu", "threshold", "add", "mul", "fill", "foreach",
+                     "triton_poi", "sgd", "where", "exp", "div")),
+)
+
+
+def kernel_kind(name: str) -> str:
+    """What a GPU kernel (or an aten op) does, read from its name: convolution, pooling, GEMM, reduction,
+    copy, elementwise, or other. Inductor names its kernels by the ops they fuse (``triton_poi_fused_…``
+    is pointwise, ``triton_red_``/``triton_per_`` reductions)."""
+    low = name.lower()
+    if low.startswith(("triton_red", "triton_per")):
+        return "reduction"
+    if low.startswith("triton_poi"):  # pointwise, whatever ops it is named after
+        return "elementwise"
+    if "padding" in low:  # cuDNN padding channels up to what tensor cores take (conv1's 3 → 8)
+        return "copy"
+    for kind, words in _KINDS:
+        if any(w in low for w in words):
+            return kind
+    return "other"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +150,7 @@ class ProfileResult:
             dev_total = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))
             rows.append(
                 {
-                    "op": e.key,
+                    "op": e.key if len(e.key) <= 90 else e.key[:87] + "...",  # kernels' C++ names run to hundreds
                     "calls": e.count,
                     "self_cpu_ms": e.self_cpu_time_total / 1e3,
                     "cpu_total_ms": e.cpu_time_total / 1e3,
@@ -135,6 +164,32 @@ class ProfileResult:
         if sort_by not in df.columns[2:]:
             raise ValueError(f"sort_by={sort_by!r}: use 'auto' or one of {list(df.columns[2:])}.")
         return df.sort_values(sort_by, ascending=False).head(n).reset_index(drop=True)
+
+    def top_kernels(self, n: int = 10) -> "pandas.DataFrame":  # noqa: F821
+        """The ``n`` GPU kernels with the most total time over the profiled steps, each with its kind
+        (:func:`kernel_kind`), calls, total and mean µs, and share of all kernel time.
+
+        On a CPU there are no kernels: the table lists the aten ops by self CPU time instead
+        (column ``source`` says which).
+        """
+        import pandas as pd
+
+        kernels = [e for e in self.trace_events() if e["cat"] == "kernel"]
+        if kernels:
+            source, items = "GPU kernel", [(str(e["name"]), float(e["dur"])) for e in kernels]
+        else:
+            source = "CPU op (no GPU)"
+            items = [(e.key, e.self_cpu_time_total / max(1, e.count)) for e in self.prof.key_averages()
+                     for _ in range(e.count) if e.key.startswith("aten::")]
+        agg: dict[str, list[float]] = {}
+        for name, dur in items:
+            agg.setdefault(name, []).append(dur)
+        total = sum(sum(v) for v in agg.values()) or 1.0
+        rows = [{"kernel": name if len(name) <= 90 else name[:87] + "...", "kind": kernel_kind(name),
+                 "calls": len(v), "total_us": sum(v), "mean_us": sum(v) / len(v), "share": sum(v) / total,
+                 "source": source} for name, v in agg.items()]
+        df = pd.DataFrame(rows, columns=["kernel", "kind", "calls", "total_us", "mean_us", "share", "source"])
+        return df.sort_values("total_us", ascending=False).head(n).reset_index(drop=True)
 
     # -- the trace ----------------------------------------------------------------------------
     def _trace_bytes(self) -> bytes:

@@ -32,11 +32,13 @@ from . import env
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
-__all__ = ["DTYPES", "DATA_SOURCES", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
+__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "step_only_trainer", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
            "compute_only_img_per_s"]
 
 DTYPES = ("fp32", "bf16", "fp16")
 DATA_SOURCES = ("memory", "jpeg", "gpu")
+# torch.compile's modes: reduce-overhead adds CUDA graphs; max-autotune also times many GEMM/conv kernels (minutes).
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -65,6 +67,7 @@ class TrainConfig:
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     channels_last: bool = False
     compile: bool = False
+    compile_mode: str = "default"  # with compile=True: one of COMPILE_MODES
     cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once and keep the fastest
     sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the classic loop's habit)
     item_each_step: bool = False  # loss.item() every step: a hidden CPU-GPU sync
@@ -87,6 +90,8 @@ class TrainConfig:
         positive_int("dataset_size")
         if self.dtype not in DTYPES:
             raise _bad("dtype", self.dtype, f"choose one of {', '.join(DTYPES)}")
+        if self.compile_mode not in COMPILE_MODES:
+            raise _bad("compile_mode", self.compile_mode, f"choose one of {', '.join(COMPILE_MODES)}")
         if self.data not in DATA_SOURCES:
             raise _bad("data", self.data, f"choose one of {', '.join(DATA_SOURCES)}")
         if isinstance(self.image_size, bool) or not isinstance(self.image_size, int):
@@ -232,7 +237,10 @@ class Trainer:
         self.model = model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
-        self.forward: Callable = torch.compile(model) if cfg.compile else model
+        mode = None if cfg.compile_mode == "default" else cfg.compile_mode
+        self.forward: Callable = torch.compile(model, mode=mode) if cfg.compile else model
+        # CUDA graphs (reduce-overhead, max-autotune) replay into the same output memory: tell them where a step starts
+        self._graphs = cfg.compile and cfg.compile_mode in ("reduce-overhead", "max-autotune") and self.cuda
         self.scaler = torch.amp.GradScaler(self.device.type) if cfg.dtype == "fp16" else None
         self.autocast_dtype = _TORCH_DTYPE.get(cfg.dtype)
         self._batches = self._make_batches()
@@ -278,6 +286,8 @@ class Trainer:
         ev = _StepEvents.new() if (cuda and measure) else None
         images = 0
         self.optimizer.zero_grad(set_to_none=True)
+        if self._graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         for micro in range(cfg.grad_accum):
             t0 = time.perf_counter()
             if ev is not None and micro == 0:
@@ -458,16 +468,26 @@ def compute_only_img_per_s(
     """
     from . import bench
 
-    step_cfg = dataclasses.replace(
-        cfg, data="gpu", num_workers=0, pin_memory=False, non_blocking=False, persistent_workers=False,
-        prefetch_factor=None, normalize_on_device=False, sync_each_step=False, item_each_step=False,
-        dataset_size=cfg.batch_size,
-    )
-    trainer = Trainer(step_cfg, device=device)
-    trainer._batches = itertools.repeat(next(trainer._batches))  # the same batch every time: no input work at all
+    trainer = step_only_trainer(cfg, device=device)
     try:
         ms = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats,
                            device=trainer.device).median_ms
     except torch.cuda.OutOfMemoryError as e:
         raise _out_of_memory(cfg, e) from None
     return cfg.batch_size * cfg.grad_accum / (ms / 1e3)
+
+
+def step_only_trainer(cfg: TrainConfig, *, device: torch.device | str | None = None) -> Trainer:
+    """A :class:`Trainer` whose every ``step()`` trains on one batch already on the device: no input work at all.
+
+    Data and synchronisation knobs of ``cfg`` are ignored; batch size, dtype, memory layout, compile and
+    its mode, ``cudnn_benchmark`` and ``grad_accum`` count.
+    """
+    step_cfg = dataclasses.replace(
+        cfg, data="gpu", num_workers=0, pin_memory=False, non_blocking=False, persistent_workers=False,
+        prefetch_factor=None, normalize_on_device=False, sync_each_step=False, item_each_step=False,
+        dataset_size=cfg.batch_size,
+    )
+    trainer = Trainer(step_cfg, device=device)
+    trainer._batches = itertools.repeat(next(trainer._batches))  # the same batch every time
+    return trainer

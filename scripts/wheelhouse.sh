@@ -11,5 +11,5 @@ mkdir -p "$DEST"
 python3 -m pip download --only-binary=:all: --python-version "$PYVER" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux_2_34_x86_64 -d "$DEST" \
-    nbval ipywidgets plotly anywidget ipykernel nbclient nbformat jupyter_client nvidia-ml-py
+    nbval ipywidgets plotly anywidget ipykernel nbclient nbformat jupyter_client nvidia-ml-py ninja
 echo "$(ls "$DEST" | wc -l) wheels, $(du -sh "$DEST" | cut -f1) in $DEST"

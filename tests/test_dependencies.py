@@ -10,6 +10,7 @@ NOT_PACKAGES = {"python", "pip"}
 
 
 def _norm(spec: str) -> tuple[str, str]:
+    spec = spec.split(";")[0]  # a platform marker (triton: Linux only) is not a version
     m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", spec)
     name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
     return CONDA_TO_PYPI.get(name, name), m.group(2).replace(" ", "")

@@ -1,0 +1,280 @@
+"""03_kernels' exercises: a fused Triton softmax, a CUDA graph capture, two kernels placed on the roofline.
+
+    from helpers.exercises import nb03 as checks
+    checks.check_fused_softmax(my_softmax, device="cuda")
+    checks.check_cuda_graph(my_graphed, device="cuda")
+    checks.check_roofline(my_placements, ceil)
+
+Correctness comes first, on fresh random inputs every time; speed is checked only on a GPU.
+Try the exercises before reading the reference solutions below (the Triton kernel itself is in
+``helpers/kernels/softmax_triton.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Callable
+
+import torch
+
+from .. import bench, env, models
+from ..bench import Ceilings
+from ..kernels.softmax import naive_softmax
+from ..roofline import RooflinePoint, attainable_tflops, ridge_intensity
+from .common import CheckResult, failed, not_done
+
+__all__ = ["fused_softmax", "graphed", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
+           "check_fused_softmax", "check_cuda_graph", "check_roofline"]
+
+
+# -- the reference solutions ---------------------------------------------------------------------------
+
+def fused_softmax(x: torch.Tensor) -> torch.Tensor:
+    """Row softmax in one Triton kernel (helpers/kernels/softmax_triton.py)."""
+    from ..kernels import softmax_triton  # imports Triton: only when a softmax is asked for
+
+    return softmax_triton.softmax(x)
+
+
+def graphed(model: torch.nn.Module, example: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``model``'s forward captured once as a CUDA graph; the returned function replays it on new inputs."""
+    static_x = example.clone()  # the graph reads its input from this tensor's memory, every replay
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():  # warm up on a side stream: cuBLAS sets itself up outside the capture
+        for _ in range(3):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        static_y = model(static_x)  # recorded, not run: static_y's memory is where every replay writes
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        static_x.copy_(x)  # new data into the captured input
+        graph.replay()
+        return static_y.clone()  # the next replay overwrites static_y: hand out a copy
+
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Your answer for one kernel: its FLOPs, the bytes it must move, and which roof bounds it."""
+
+    flops: float | None = None
+    bytes: float | None = None
+    bound: str | None = None  # "memory" or "compute"
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenKernel:
+    """A kernel to place on the roofline: ``c = a + b`` on ``n`` elements, or an ``n×n @ n×n`` matmul, in bf16."""
+
+    name: str
+    n: int
+
+    @property
+    def what(self) -> str:
+        if self.name == "add":
+            return f"c = a + b on three bf16 tensors of {self.n:,} elements each"
+        return f"C = A @ B with A, B and C bf16 matrices of {self.n:,} × {self.n:,}"
+
+
+def given_kernels(scale: str | None = None) -> dict[str, GivenKernel]:
+    """The exercise's two kernels (smaller at smoke scale, so a CPU can time them)."""
+    full = (scale or env.scale()) == "full"
+    return {"add": GivenKernel("add", 2**26 if full else 2**20), "matmul": GivenKernel("matmul", 4096 if full else 512)}
+
+
+def placements(kernels: dict[str, GivenKernel], ceil: Ceilings) -> dict[str, Placement]:
+    """The reference answers: FLOPs, bytes (2 per bf16 element, every input read and output written once), roof."""
+    out = {}
+    for name, k in kernels.items():
+        if k.name == "add":
+            flops, moved = float(k.n), 3.0 * k.n * 2
+        else:
+            flops, moved = 2.0 * k.n**3, 3.0 * k.n**2 * 2
+        bound = "memory" if flops / moved < ridge_intensity(ceil) else "compute"
+        out[name] = Placement(flops, moved, bound)
+    return out
+
+
+def measure_given(kernels: dict[str, GivenKernel], *, device: torch.device | str | None = None) -> list[RooflinePoint]:
+    """Run and time the given kernels here: roofline points with their measured times."""
+    dev = torch.device(device) if device is not None else env.device()
+    ref = placements(kernels, Ceilings("", 1.0, "", 0, 1.0, 0))  # FLOPs and bytes only: no roof needed
+    points = []
+    for name, k in kernels.items():
+        if k.name == "add":
+            a, b = (torch.randn(k.n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            c = torch.empty_like(a)
+            fn = lambda a=a, b=b, c=c: torch.add(a, b, out=c)  # noqa: E731
+        else:
+            a, b = (torch.randn(k.n, k.n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+            c = torch.empty_like(a)
+            fn = lambda a=a, b=b, c=c: torch.mm(a, b, out=c)  # noqa: E731
+        ms = bench.time_it(fn, warmup=3, repeats=20, device=dev).median_ms
+        points.append(RooflinePoint(f"given: {name}", ref[name].flops, ref[name].bytes,
+                                    "elementwise" if k.name == "add" else "GEMM", ms))
+    return points
+
+
+# -- the checks ----------------------------------------------------------------------------------------
+
+def _fresh_shapes(cuda: bool, rng: random.Random) -> list[tuple[int, int]]:
+    # The first shape is the one the notebook's example uses; the others a kernel written only for it gets wrong.
+    rows = (lambda: rng.randint(64, 300)) if cuda else (lambda: rng.randint(3, 9))
+    odd = rng.choice([c for c in range(97, 1500) if c & (c - 1)])  # not a power of two
+    return [(rows(), 1024), (rows(), odd), (rows(), rng.randint(5, 60))]
+
+
+def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None, bench_rows: int = 16384,
+                        bench_cols: int = 2048) -> CheckResult:
+    """``fn(x)`` must equal ``torch.softmax(x, dim=-1)`` for fresh random 2-D fp32 inputs of several shapes and
+    large values, leave ``x`` unchanged, and, on a GPU, beat the unfused ops at ``bench_rows × bench_cols``."""
+    name = "03 · a fused softmax in Triton"
+    ref = fused_softmax
+    if fn is None:
+        return not_done(name, ref, "Write the kernel, set my_softmax = softmax_rows, and run this cell again.")
+    dev = torch.device(device)
+    rng = random.Random(seed if seed is not None else random.randrange(2**31))
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    for i, (r, c) in enumerate(_fresh_shapes(dev.type == "cuda", rng)):
+        x = torch.randn(r, c, generator=g).to(dev)
+        before = x.clone()
+        try:
+            got = fn(x)
+        except NotImplementedError:
+            return not_done(name, ref, "Write the kernel and run this cell again.")
+        except Exception as e:
+            return failed(name, ref, f"On a {r}×{c} input it raised {type(e).__name__}: {str(e)[:300]}")
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != (r, c):
+            shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            return failed(name, ref, f"On a {r}×{c} input it returned {shape}; return a tensor shaped like x.")
+        if not torch.equal(x, before):
+            return failed(name, ref, "It changed its input: write the result into a new tensor (torch.empty_like(x)).")
+        want = torch.softmax(x, dim=-1)
+        if not torch.allclose(got.float(), want, atol=1e-6, rtol=1e-4):
+            err = float((got.float() - want).abs().nan_to_num(float("inf")).max())
+            if i == 0:
+                why = (f"On a {r}×{c} input it differs from torch.softmax by up to {err:.2g}. Each program should "
+                       "handle one row: load it, subtract its max, exponentiate, divide by the sum, store.")
+            else:
+                why = (f"It matches for 1024 columns but not for {c} (error up to {err:.2g}): the kernel is right only "
+                       "for the example's shape. Use BLOCK = triton.next_power_of_2(n_cols) and mask the columns "
+                       "past n_cols (load them as -inf, do not store them).")
+            return failed(name, ref, why)
+    big = torch.randn(8, 333, generator=g).to(dev) * 200  # exp(200) overflows fp32
+    got = fn(big)
+    if not torch.isfinite(got).all() or not torch.allclose(got.float(), torch.softmax(big, -1), atol=1e-6, rtol=1e-4):
+        return failed(name, ref, "With large inputs (|x| up to ~800) it gives inf or NaN: exp overflows. Subtract each "
+                                 "row's max before exp; the result is the same, and the largest term becomes exp(0) = 1.")
+    if dev.type != "cuda":
+        return CheckResult(name, "passed", "It matches torch.softmax on fresh inputs of three shapes and on large values "
+                                           "(run by Triton's interpreter on this CPU; its speed is measured on a GPU).", fn)
+    x = torch.randn(bench_rows, bench_cols, device=dev)
+    t_fn = bench.time_it(lambda: fn(x), warmup=3, repeats=20, device=dev).median_ms
+    t_naive = bench.time_it(lambda: naive_softmax(x), warmup=3, repeats=20, device=dev).median_ms
+    gbs = 2 * x.numel() * 4 / (t_fn * 1e-3) / 1e9
+    if t_fn >= t_naive:
+        return failed(name, ref, f"It is correct but takes {t_fn:.3f} ms against {t_naive:.3f} ms for the unfused ops "
+                                 f"on {bench_rows}×{bench_cols}: read each row once and write it once, one program "
+                                 "per row.")
+    return CheckResult(name, "passed", f"It matches torch.softmax on fresh inputs, and on {bench_rows}×{bench_cols} "
+                                       f"fp32 runs {t_naive / t_fn:.1f}× faster than the unfused ops "
+                                       f"({t_fn:.3f} ms, {gbs:,.0f} GB/s).", fn)
+
+
+def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None = None,
+                     batch: int = 64) -> CheckResult:
+    """``make_graphed(model, example)`` must return a function that gives ``model(x)`` for fresh inputs ``x``,
+    keeps earlier results intact, and runs faster than the eager model (small MLP, ``batch`` rows)."""
+    name = "03 · a CUDA graph capture"
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return CheckResult(name, "not done", "CUDA graphs need a CUDA GPU; this check runs on a GPU node. The notebook "
+                                             "carries on without graphs here.", None)
+    if make_graphed is None:
+        return not_done(name, graphed, "Write my_graphed and run this cell again.")
+    torch.manual_seed(seed if seed is not None else random.randrange(2**31))
+    model = models.small_mlp().to(dev).eval()
+    example = torch.randn(batch, 256, device=dev)
+    x1, x2 = torch.randn(batch, 256, device=dev), torch.randn(batch, 256, device=dev)
+    try:
+        run = make_graphed(model, example)
+        y1 = run(x1)
+        y1_kept = y1.clone()
+        y2 = run(x2)
+    except NotImplementedError:
+        return not_done(name, graphed, "Write my_graphed and run this cell again.")
+    except Exception as e:
+        return failed(name, graphed, f"It raised {type(e).__name__}: {str(e)[:300]}")
+    with torch.no_grad():
+        want1, want2, want_example = model(x1), model(x2), model(example)
+    close = lambda a, b: isinstance(a, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, atol=1e-5, rtol=1e-4)  # noqa: E731
+    if not close(y1_kept, want1):
+        if close(y1_kept, want_example):
+            return failed(name, graphed, "The replay returned the outputs for the input it was captured with, not for "
+                                         "the new one: a graph reads the same memory every replay. Keep a static input "
+                                         "tensor, copy each new input into it (static_x.copy_(x)), then replay.")
+        return failed(name, graphed, "For a fresh input its output differs from model(x). Capture model(static_x) "
+                                     "inside torch.cuda.graph(g) and replay that graph.")
+    if not close(y2, want2):
+        return failed(name, graphed, "The first call was right, the second was not: copy every new input into the "
+                                     "static input before each replay.")
+    if not close(y1, want1):
+        return failed(name, graphed, "The first result changed when the graph replayed again: every replay writes into "
+                                     "the same output tensor. Return a copy (static_y.clone()).")
+    t_graph = bench.time_it(lambda: run(x1), warmup=3, repeats=50, device=dev).median_ms
+    with torch.no_grad():
+        t_eager = bench.time_it(lambda: model(x1), warmup=3, repeats=50, device=dev).median_ms
+    if t_graph >= t_eager:
+        return failed(name, graphed, f"It is correct but takes {t_graph:.3f} ms against {t_eager:.3f} ms eagerly: "
+                                     "capture once, outside the function you return, and only replay inside it.")
+    return CheckResult(name, "passed", f"It matches the model on fresh inputs and runs {t_eager / t_graph:.1f}× faster "
+                                       f"than eager ({t_graph * 1e3:.0f} µs vs {t_eager * 1e3:.0f} µs per forward).", run)
+
+
+def _ratio_hint(got: float, want: float, what: str) -> str | None:
+    r = got / want
+    for factor, text in ((2.0, "twice"), (0.5, "half")):
+        if abs(r - factor) < 0.01 * factor:
+            if what == "bytes":
+                return (f"is {text} the right value: bf16 is 2 bytes per element, so count "
+                        + ("2 bytes, not 4." if factor == 2.0 else "bytes, not elements."))
+            return f"is {text} the right value: " + ("count 2 FLOPs per multiply-add." if factor == 0.5
+                                                   else "count one multiply-add as 2 FLOPs, once.")
+    if what == "bytes" and abs(r - 2 / 3) < 0.01:
+        return "leaves out a third of the traffic: count both inputs read and the output written."
+    return None
+
+
+def check_roofline(answers: dict[str, Placement] | None, ceil: Ceilings, *,
+                   kernels: dict[str, GivenKernel] | None = None) -> CheckResult:
+    """Each given kernel's FLOPs and bytes within 1% of the reference, and the roof that bounds it on this device."""
+    name = "03 · two kernels on the roofline"
+    kernels = kernels or given_kernels()
+    ref = placements(kernels, ceil)
+    if not answers or all(a is None or (a.flops is None and a.bytes is None) for a in answers.values()):
+        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell again.")
+    for key, want in ref.items():
+        got = answers.get(key)
+        if got is None or got.flops is None or got.bytes is None or got.bound is None:
+            return not_done(name, ref, f"Fill in flops, bytes and bound for {key!r}.")
+        for what, g, w in (("FLOPs", got.flops, want.flops), ("bytes", got.bytes, want.bytes)):
+            if not (g > 0) or abs(g / w - 1) > 0.01:
+                hint = _ratio_hint(g, w, what) if g > 0 else None
+                return failed(name, ref, f"{key}: your {what} value ({g:.4g}) " + (hint or "is off. "
+                                         + ("An add does one FLOP per element; " if key == "add" else
+                                            "An n×n @ n×n product does n³ multiply-adds; ")
+                                         + "bytes are every input read and every output written once, 2 per bf16 element."))
+        if got.bound not in ("memory", "compute"):
+            return failed(name, ref, f"{key}: bound must be 'memory' or 'compute', not {got.bound!r}.")
+        if got.bound != want.bound:
+            ai = want.flops / want.bytes
+            return failed(name, ref, f"{key}: at {ai:.3g} FLOP/byte it is {want.bound}-bound on this device, whose "
+                                     f"ridge is at {ridge_intensity(ceil):.0f} FLOP/byte (peak ÷ bandwidth).")
+    msg = "; ".join(f"{k}: {ref[k].flops / ref[k].bytes:.3g} FLOP/byte, {ref[k].bound}-bound, at most "
+                    f"{attainable_tflops(ref[k].flops / ref[k].bytes, ceil):,.3g} TFLOP/s here" for k in ref)
+    return CheckResult(name, "passed", f"Both placed right. {msg}.", answers)

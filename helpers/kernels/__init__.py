@@ -1,0 +1,13 @@
+"""Kernel-level tools for 03_kernels: launches, compile modes, a Triton softmax, a CUDA extension, attention.
+
+    from helpers.kernels import attention, compile_modes, cuda_ext, launches, softmax
+
+Each module stands alone (none imports another), so any one can be read by itself.
+On a machine without a CUDA GPU, Triton kernels run through Triton's interpreter: ``helpers``
+sets ``TRITON_INTERPRET=1`` before anything imports Triton, so they are checked for
+correctness there (slowly), and timed only on a GPU.
+"""
+
+from . import attention, compile_modes, cuda_ext, launches, softmax
+
+__all__ = ["attention", "compile_modes", "cuda_ext", "launches", "softmax"]

@@ -1,0 +1,156 @@
+"""Attention written out by hand vs ``scaled_dot_product_attention`` (flash / memory-efficient kernels).
+
+    sweep([512, 1024, 2048, 4096], batch=4, heads=16, head_dim=64)   # DataFrame: time and memory per length
+    sdpa_backend(q, k, v)                                            # which kernel SDPA ran: 'flash', ...
+    sweep_figure(df)
+
+The naive version materialises the ``L × L`` score matrix and its softmax, and keeps them for the
+backward pass: memory grows with the square of the sequence length. A fused (flash) kernel walks
+the scores in tiles that stay on chip and recomputes them in the backward pass: it stores O(L).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .. import bench, env
+
+__all__ = ["naive_attention", "sdpa", "sdpa_backend", "saved_bytes", "sweep", "sweep_figure"]
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """softmax(q kᵀ / √d) v, one op at a time (the ``L × L`` scores live in memory)."""
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    return scores.softmax(dim=-1) @ v
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """PyTorch's fused attention; it picks the fastest kernel it has for these inputs."""
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+_BACKENDS = {  # the aten op each SDPA kernel runs as, as the profiler names it
+    "_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_efficient_attention": "memory-efficient",
+    "_scaled_dot_product_cudnn_attention": "cuDNN",
+    "_scaled_dot_product_fused_attention_overrideable": "fused (device-specific)",
+}
+
+
+def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> str:
+    """Which kernel ``scaled_dot_product_attention`` ran for these inputs, read from the profiler's op names."""
+    from torch.profiler import profile
+
+    with torch.no_grad(), profile(acc_events=True) as prof:
+        sdpa(q, k, v)
+    names = {e.key.removeprefix("aten::") for e in prof.key_averages()}
+    for op, backend in _BACKENDS.items():
+        if op in names:
+            return backend
+    return "math (unfused ops)"
+
+
+def saved_bytes(fn, *args) -> int:
+    """Bytes of the tensors autograd keeps from ``fn(*args)``'s forward for its backward (any device)."""
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()  # a tensor saved twice is stored once
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*args)
+    return sum(seen.values())
+
+
+def _peak_gib(fn, dev: torch.device) -> float | None:
+    """Peak memory PyTorch's allocator held above what was live before, for one forward + backward."""
+    if dev.type != "cuda":
+        return None
+    torch.cuda.synchronize(dev)
+    base = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    fn()
+    torch.cuda.synchronize(dev)
+    return (torch.cuda.max_memory_allocated(dev) - base) / 2**30
+
+
+def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dtype: torch.dtype | None = None,
+          device: torch.device | str | None = None, repeats: int = 10) -> "pandas.DataFrame":  # noqa: F821
+    """Forward + backward of naive attention and SDPA at each sequence length: time, memory, backend.
+
+    Both are checked to agree (outputs and input gradients) at the shortest length before anything
+    is timed. A length where the naive version runs out of memory gets NaN, not a crash.
+    """
+    import pandas as pd
+
+    dev = torch.device(device) if device is not None else env.device()
+    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    rows = []
+    for i, L in enumerate(sorted(seq_lens)):
+        g = torch.Generator(device="cpu").manual_seed(L)
+        q, k, v = (torch.randn(batch, heads, L, head_dim, generator=g, dtype=dtype).to(dev).requires_grad_()
+                   for _ in range(3))
+        dout = torch.randn(batch, heads, L, head_dim, generator=g, dtype=dtype).to(dev)
+        if i == 0:
+            _check_agree(q, k, v, dout)
+        backend = sdpa_backend(q, k, v)
+        row = {"seq_len": L, "SDPA kernel": backend}
+        for name, fn in (("naive", naive_attention), ("SDPA", sdpa)):
+            def step(fn=fn):
+                out = fn(q, k, v)
+                out.backward(dout)
+                q.grad = k.grad = v.grad = None
+            try:
+                row[f"{name} ms"] = bench.time_it(step, warmup=2, repeats=repeats, device=dev).median_ms
+                row[f"{name} peak GiB"] = _peak_gib(step, dev)
+                row[f"{name} saved MiB"] = saved_bytes(fn, q, k, v) / 2**20
+            except torch.OutOfMemoryError:
+                row.update({f"{name} ms": float("nan"), f"{name} peak GiB": float("nan"),
+                            f"{name} saved MiB": float("nan")})
+                torch.cuda.empty_cache()
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
+    mem = "peak GiB" if dev.type == "cuda" else "saved MiB"
+    df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])
+    return df
+
+
+def _check_agree(q, k, v, dout) -> None:
+    outs, grads = [], []
+    for fn in (naive_attention, sdpa):
+        out = fn(q, k, v)
+        out.backward(dout)
+        outs.append(out.detach().float())
+        grads.append([t.grad.float() for t in (q, k, v)])
+        q.grad = k.grad = v.grad = None
+    tol = dict(atol=2e-2, rtol=2e-2) if q.dtype in (torch.bfloat16, torch.float16) else dict(atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(outs[1], outs[0], **tol, msg=lambda m: f"SDPA and naive attention disagree: {m}")
+    for a, b, n in zip(grads[1], grads[0], "qkv"):
+        torch.testing.assert_close(a, b, **tol, msg=lambda m, n=n: f"gradients of {n} disagree: {m}")
+
+
+def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
+    """Time and memory against sequence length, naive vs SDPA, on log axes."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    mem = "peak GiB" if df["naive peak GiB"].notna().any() else "saved MiB"
+    unit = "GiB, allocator peak above the inputs" if mem == "peak GiB" else "MiB kept for the backward pass"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward (ms)", f"memory ({unit})"))
+    for name, color in (("naive", "#d62728"), ("SDPA", "#2ca02c")):
+        fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} ms"], name=name, mode="lines+markers",
+                                 line=dict(color=color)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} {mem}"], name=name, mode="lines+markers",
+                                 line=dict(color=color), showlegend=False), row=1, col=2)
+    fig.update_xaxes(type="log", title="sequence length")
+    fig.update_yaxes(type="log")
+    fig.update_layout(title=f"Attention: naive vs scaled_dot_product_attention ({df['SDPA kernel'].iloc[-1]} kernel)",
+                      height=400)
+    return fig

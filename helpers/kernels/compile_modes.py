@@ -1,0 +1,133 @@
+"""torch.compile's modes, with the one-off compile time kept apart from the time per step.
+
+    t = time_train_step(dataclasses.replace(cfg, compile=True, compile_mode="reduce-overhead"))
+    t.compile_s, t.step.median_ms, t.img_per_s
+    time_call(torch.compile(mlp, mode="max-autotune"), x, label="max-autotune")   # a small case
+
+The first call of a compiled function traces it, generates kernels and compiles them: seconds to
+minutes, paid once per shape (and cached on disk for the next process). Every later call runs the
+generated code. Judge a mode by its step time, and ask whether its compile time pays back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+import warnings
+from typing import Callable, Iterator
+
+import torch
+
+from .. import bench
+from ..bench import Measurement
+from ..train import TrainConfig, step_only_trainer
+
+__all__ = ["StepTiming", "time_train_step", "time_call", "timings_table", "quiet_autotuning"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTiming:
+    """A first call (compile included) and the steady steps after it."""
+
+    label: str
+    compile_s: float  # wall time of the first call, synchronised: tracing + code generation + compiling + one step
+    step: Measurement
+    items: int  # images (or rows) per step
+
+    @property
+    def items_per_s(self) -> float:
+        return self.items / (self.step.median_ms / 1e3)
+
+    def as_row(self) -> dict:
+        return {"variant": self.label, "first call s": self.compile_s, "step ms": self.step.median_ms,
+                "spread %": self.step.spread_pct, "per s": self.items_per_s}
+
+
+@contextlib.contextmanager
+def quiet_autotuning() -> Iterator[None]:
+    """Keep max-autotune's tables of every kernel it tried (and the configs it rejects) out of the notebook,
+    and two warnings Inductor gives while compiling that say nothing about the learner's code."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TypedStorage is deprecated")  # Inductor's own code
+        warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores")  # fp32 matmuls are the course's choice
+        with _quiet_select_algorithm():
+            yield
+
+
+@contextlib.contextmanager
+def _quiet_select_algorithm() -> Iterator[None]:
+    """Inductor's autotuner prints a table per kernel it tunes: switch it off, then put every knob back."""
+    try:
+        from torch._inductor import config, select_algorithm
+    except ImportError:  # an older or newer torch without these knobs: let it print
+        yield
+        return
+    logger = logging.getLogger(select_algorithm.__name__)
+    saved = (getattr(select_algorithm, "PRINT_AUTOTUNE", None), logger.level,
+             getattr(config, "max_autotune_report_choices_stats", None))
+    select_algorithm.PRINT_AUTOTUNE = False
+    logger.setLevel(logging.CRITICAL)
+    if saved[2] is not None:
+        config.max_autotune_report_choices_stats = False
+    try:
+        yield
+    finally:
+        if saved[0] is not None:
+            select_algorithm.PRINT_AUTOTUNE = saved[0]
+        logger.setLevel(saved[1])
+        if saved[2] is not None:
+            config.max_autotune_report_choices_stats = saved[2]
+
+
+def _first_call_s(fn: Callable[[], object], device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    with quiet_autotuning():
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # note: a CPU-GPU sync point, so the first step has really finished
+    return time.perf_counter() - t0
+
+
+def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch.device | str | None = None,
+                    warmup: int = 5, repeats: int = 20) -> StepTiming:
+    """One training step of ``cfg`` on a batch already on the device (no input work): first call, then steady.
+
+    ``cfg.compile`` and ``cfg.compile_mode`` choose eager or a compile mode; ``warmup`` more steps
+    follow the first (CUDA graphs are recorded there) before ``repeats`` are timed.
+    """
+    trainer = step_only_trainer(cfg, device=device)
+    first = _first_call_s(lambda: trainer.step(measure=False), trainer.device)
+    m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
+    name = label or (f"compiled, mode {cfg.compile_mode}" if cfg.compile else "eager")
+    return StepTiming(name, first, m, cfg.batch_size * cfg.grad_accum)
+
+
+def time_call(fn: Callable, *args, label: str, warmup: int = 5, repeats: int = 50,
+              grad: bool = False) -> StepTiming:
+    """``fn(*args)`` (a model's forward, say): first call, then steady calls; ``torch.no_grad`` unless ``grad``."""
+    device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+    ctx = torch.enable_grad if grad else torch.no_grad
+
+    def call():
+        with ctx():
+            if device.type == "cuda":
+                torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs reuse output memory: a new call starts here
+            return fn(*args)
+
+    first = _first_call_s(call, device)
+    m = bench.time_it(call, warmup=warmup, repeats=repeats, device=device)
+    batch = args[0].shape[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else 1
+    return StepTiming(label, first, m, batch)
+
+
+def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per variant, with the speed-up of each over the first row."""
+    import pandas as pd
+
+    df = pd.DataFrame([t.as_row() for t in timings])
+    df["× vs " + timings[0].label] = timings[0].step.median_ms / df["step ms"]
+    return df

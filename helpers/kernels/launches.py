@@ -1,0 +1,237 @@
+"""What a kernel launch costs, and how many launches a model makes (eager, ``nn.Sequential``, compiled).
+
+    lo = launch_overhead()                 # LaunchOverhead: µs per launch from Python, µs of GPU work each
+    many_vs_one(n=1000, numel=256)         # DataFrame: 1000 tiny adds vs one foreach call vs one big add
+    count_launches(model, x)               # LaunchCount: tensor ops dispatched, GPU kernels (on a GPU)
+    compiled_launches(torch.compile(model), x)   # the kernels Inductor generated, by name
+
+Every tensor op PyTorch runs eagerly launches at least one kernel. Wrapping layers in
+``nn.Sequential`` changes how the model is written, not what runs: the same ops, the
+same launches. ``torch.compile`` generates new kernels that do several ops in one pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import bench, env
+
+__all__ = ["elementwise_chain", "LaunchOverhead", "launch_overhead", "many_vs_one", "LaunchCount", "count_launches",
+           "counts_table", "compiled_launches", "parse_launches"]
+
+
+def elementwise_chain(x: torch.Tensor) -> torch.Tensor:
+    """Five elementwise ops (a SiLU-style activation, shifted and clamped): five kernels eagerly, each reading
+    and writing the whole tensor; one kernel once compiled, reading ``x`` once and writing once."""
+    y = x * 1.702
+    y = torch.sigmoid(y)
+    y = y * x
+    y = y + 0.5
+    return torch.clamp(y, -4.0, 4.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOverhead:
+    """One tiny op launched ``launches`` times from Python, back to back."""
+
+    host_us_per_launch: float  # wall time per launch, the queue drained at the end
+    gpu_us_per_kernel: float | None  # GPU time per kernel from CUDA events (None on a CPU)
+    launches: int
+    device: str
+
+    def __str__(self) -> str:
+        if self.gpu_us_per_kernel is None:
+            return f"{self.host_us_per_launch:.2f} µs per tiny op on {self.device} (no GPU: nothing is launched)"
+        return (f"{self.host_us_per_launch:.2f} µs per launch from Python; the GPU spent "
+                f"{self.gpu_us_per_kernel:.2f} µs per kernel, so it sat idle "
+                f"{1 - min(1.0, self.gpu_us_per_kernel / self.host_us_per_launch):.0%} of the time")
+
+
+def launch_overhead(*, launches: int = 20_000, device: torch.device | str | None = None,
+                    repeats: int = 5) -> LaunchOverhead:
+    """Time ``launches`` in-place adds on a one-element tensor: the GPU work is nothing, so what is left is launch.
+
+    The median over ``repeats`` runs is reported. The host clock is read after a synchronize, so
+    it covers the GPU finishing too; CUDA events around the same loop give the GPU's own time.
+    """
+    dev = torch.device(device) if device is not None else env.device()
+    x = torch.zeros(1, device=dev)
+    for _ in range(100):  # warm-up: the first launches load the kernel
+        x.add_(1)
+    host, gpu = [], []
+    for _ in range(repeats):
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
+        for _ in range(launches):
+            x.add_(1)
+        if dev.type == "cuda":
+            end.record()
+            torch.cuda.synchronize(dev)  # note: a CPU-GPU sync point, so the clock covers the GPU's work too
+            gpu.append(start.elapsed_time(end) * 1e3 / launches)
+        host.append((time.perf_counter() - t0) * 1e6 / launches)
+    med = sorted(host)[len(host) // 2]
+    # The GPU-side time per kernel when kernels are queued back to back: profile a burst of them.
+    gpu_us = _kernel_us(x, dev) if dev.type == "cuda" else None
+    return LaunchOverhead(med, gpu_us, launches, str(dev))
+
+
+def _kernel_us(x: torch.Tensor, dev: torch.device) -> float:
+    """Mean duration of the add kernel itself, from the profiler (events would include the gaps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
+        for _ in range(200):
+            x.add_(1)
+        torch.cuda.synchronize(dev)
+    times = [e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(times) / len(times) if times else float("nan")
+
+
+def many_vs_one(*, n: int = 1000, numel: int = 256, device: torch.device | str | None = None,
+                repeats: int = 20) -> "pandas.DataFrame":  # noqa: F821
+    """The same additions three ways: ``n`` tiny ``add_`` calls, one ``torch._foreach_add_`` over the ``n``
+    tensors (what optimizers do with ``foreach=True``), and one ``add_`` over all the numbers in one tensor."""
+    import pandas as pd
+
+    dev = torch.device(device) if device is not None else env.device()
+    tensors = [torch.zeros(numel, device=dev) for _ in range(n)]
+    flat = torch.zeros(n * numel, device=dev)
+
+    def loop():
+        for t in tensors:
+            t.add_(1.0)
+
+    variants = {
+        f"{n} separate add_ calls": loop,
+        "one torch._foreach_add_ over the list": lambda: torch._foreach_add_(tensors, 1.0),
+        f"one add_ over one tensor of {n}×{numel}": lambda: flat.add_(1.0),
+    }
+    rows = []
+    for name, fn in variants.items():
+        m = bench.time_it(fn, warmup=3, repeats=repeats, device=dev)
+        rows.append({"variant": name, "ms": m.median_ms, "spread_pct": m.spread_pct})
+    df = pd.DataFrame(rows)
+    df["× slower than one add_"] = df["ms"] / df["ms"].iloc[-1]
+    return df
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchCount:
+    """What one call of a model launches."""
+
+    variant: str
+    ops: tuple[str, ...] | None  # tensor ops dispatched (views excluded), in order; None for compiled code
+    kernels: tuple[str, ...] | None = dataclasses.field(repr=False, default=None)  # GPU kernels seen; None on a CPU
+
+    @property
+    def tensor_ops(self) -> int | None:
+        """Ops that do work, as PyTorch dispatched them: each is at least one kernel on a GPU."""
+        return None if self.ops is None else len(self.ops)
+
+    @property
+    def gpu_kernels(self) -> int | None:
+        return None if self.kernels is None else len(self.kernels)
+
+    def as_row(self) -> dict:
+        return {"variant": self.variant, "tensor ops": self.tensor_ops, "GPU kernels": self.gpu_kernels}
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not func.is_view:  # a view (t, view, permute, detach) only relabels memory: no kernel
+            self.ops.append(func.__name__.split(".")[0])
+        return func(*args, **(kwargs or {}))
+
+
+def count_launches(fn: Callable, *args, variant: str = "", compiled: bool = False, warmup: int = 2) -> LaunchCount:
+    """Count what ``fn(*args)`` runs: tensor ops dispatched, and on a GPU the kernels the profiler records.
+
+    A ``compiled`` function runs generated code, so its dispatched ops are not visible (``tensor_ops`` is
+    None): read its ``gpu_kernels`` on a GPU, and :func:`compiled_launches` anywhere.
+    """
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn(*args)
+        ops: list[str] = []
+        if not compiled:
+            with _OpCounter() as counter:
+                fn(*args)
+            ops = counter.ops
+        kernels: list[str] | None = None
+        if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+            from torch.profiler import ProfilerActivity, profile
+
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
+                fn(*args)
+                torch.cuda.synchronize()
+            kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                       and not e.name.startswith(("Memcpy", "Memset"))]
+    return LaunchCount(variant, None if compiled else tuple(ops), None if kernels is None else tuple(kernels))
+
+
+def counts_table(counts: list[LaunchCount]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per variant: tensor ops dispatched, GPU kernels (blank where not counted)."""
+    import pandas as pd
+
+    return pd.DataFrame([c.as_row() for c in counts]).astype({"tensor ops": "Int64", "GPU kernels": "Int64"})
+
+
+_GENERATED = re.compile(r"^\s*(?:\w+\s*=\s*)?((?:triton|cpp)_\w+?)(?:\.run)?\(", re.M)
+_EXTERN = re.compile(r"extern_kernels\.(\w+)\(")
+
+
+def parse_launches(code: str) -> tuple[list[str], list[str]]:
+    """From Inductor's generated wrapper code: (kernels it generated, library kernels it calls), in call order."""
+    generated, library = [], []
+    call = code[code.find("def call("):] if "def call(" in code else code
+    for line in call.splitlines():
+        m = _GENERATED.match(line)
+        if m and "async_compile" not in line:
+            generated.append(m.group(1))
+            continue
+        e = _EXTERN.search(line)
+        if e:
+            library.append(e.group(1))
+    return generated, library
+
+
+def compiled_launches(compiled_fn: Callable, *args) -> "pandas.DataFrame":  # noqa: F821
+    """The kernels one call of ``torch.compile``'d ``compiled_fn`` launches: generated (fused) and library
+    (cuBLAS/cuDNN/oneDNN) kernels, in call order, read from the code Inductor wrote.
+
+    To see that code it compiles ``compiled_fn`` afresh: it clears torch.compile's in-process caches
+    (``torch._dynamo.reset()``), so other compiled functions compile again on their next call.
+    """
+    import pandas as pd
+    from torch._inductor.utils import run_and_get_code
+
+    with torch.no_grad():
+        _, codes = run_and_get_code(compiled_fn, *args)
+    if not codes:
+        raise ValueError("compiled_launches saw no code being generated: pass a function made by torch.compile(...).")
+    rows = []
+    for code in codes:
+        generated, library = parse_launches(code)
+        rows += [{"kernel": k, "kind": "generated by torch.compile", "fuses": _fused_ops(k)} for k in generated]
+        rows += [{"kernel": k, "kind": "library call", "fuses": k} for k in library]
+    return pd.DataFrame(rows, columns=["kernel", "kind", "fuses"])
+
+
+def _fused_ops(name: str) -> str:
+    # Inductor names a kernel after the ops it fuses: triton_poi_fused_max_pool2d_with_indices_relu_1
+    m = re.search(r"fused_(.*?)(?:_\d+)?$", name)
+    return m.group(1).replace("_", " ") if m else name

@@ -1,0 +1,146 @@
+"""Nsight Compute (``ncu``) on the reference forward pass, read into a table; the profiler's view where ncu
+cannot run.
+
+    res = kernel_table(batch=64, image_size=224)
+    print(res.message)          # how the table was made, or the one line saying why ncu could not run
+    res.table                   # kernel, kind, duration_us, dram_pct, sm_pct
+
+ncu replays each kernel and reads the GPU's hardware counters: how busy DRAM and the SMs were, as
+shares of their peaks. The course runs it with ``--clock-control none`` (the GPU keeps its own
+clocks: nothing on the machine is changed) and ``--profile-from-start off``, so only the pass
+between ``torch.cuda.profiler.start()`` and ``stop()`` in :mod:`helpers.ncu_target` is measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["METRICS", "NcuResult", "find_ncu", "command", "parse_csv", "kernel_table", "profiler_table"]
+
+METRICS = {
+    "gpu__time_duration.sum": "duration_us",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_pct",
+}
+_COLUMNS = ["kernel", "kind", "duration_us", "dram_pct", "sm_pct"]
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class NcuResult:
+    """A kernel table and how it was made (``source`` is ``"ncu"`` or ``"torch.profiler"``)."""
+
+    table: "pandas.DataFrame" = dataclasses.field(repr=False)  # noqa: F821
+    source: str
+    message: str
+    command: tuple[str, ...] = ()
+
+
+def find_ncu() -> str | None:
+    """Path of the ``ncu`` executable, or None."""
+    return shutil.which("ncu")
+
+
+def command(ncu: str, *, batch: int, image_size: int, log_file: str) -> list[str]:
+    """The ncu command line the course runs (printed in the notebook so a learner can run it by hand)."""
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--print-units", "base",
+            "--metrics", ",".join(METRICS), "--log-file", log_file,
+            sys.executable, "-m", "helpers.ncu_target", "--batch", str(batch), "--image-size", str(image_size)]
+
+
+def parse_csv(text: str) -> "pandas.DataFrame":  # noqa: F821
+    """ncu's ``--csv`` output (one row per kernel and metric) → one row per kernel launch, in launch order."""
+    import pandas as pd
+
+    from .profiling import kernel_kind
+
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return pd.DataFrame(columns=_COLUMNS)
+    raw = pd.read_csv(io.StringIO("\n".join(lines[start:])), dtype=str)
+    raw["value"] = pd.to_numeric(raw["Metric Value"].str.replace(",", ""), errors="coerce")
+    wide = raw.pivot_table(index=["ID", "Kernel Name"], columns="Metric Name", values="value", aggfunc="first")
+    wide = wide.reset_index()
+    wide["ID"] = pd.to_numeric(wide["ID"])
+    wide = wide.sort_values("ID")
+    out = pd.DataFrame({"kernel": wide["Kernel Name"].str.slice(0, 90)})
+    out["kind"] = wide["Kernel Name"].map(kernel_kind)
+    units = dict(zip(raw["Metric Name"], raw.get("Metric Unit", pd.Series(dtype=str))))
+    for metric, col in METRICS.items():
+        values = wide[metric] if metric in wide else float("nan")
+        if col == "duration_us":  # base units: nanoseconds (or seconds, for older versions' "s" / "usecond")
+            scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+                     "s": 1e6, "second": 1e6}.get(str(units.get(metric, "ns")).strip(), 1e-3)
+            values = values * scale
+        out[col] = values
+    return out.reset_index(drop=True)
+
+
+def profiler_table(*, batch: int, image_size: int) -> "pandas.DataFrame":  # noqa: F821
+    """The same forward pass's kernels from ``torch.profiler``: durations only (no hardware counters)."""
+    import pandas as pd
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from . import ncu_target
+    from .profiling import kernel_kind
+
+    run = ncu_target.make_forward(batch=batch, image_size=image_size)
+    run()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts, acc_events=True) as prof:
+        run()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        events = [(e.name, e.device_time) for e in prof.events()
+                  if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
+    else:  # no kernels on a CPU: the aten ops that would launch them
+        events = [(e.name, e.self_cpu_time_total) for e in prof.events()
+                  if e.name.startswith("aten::") and e.self_cpu_time_total > 0 and kernel_kind(e.name) != "other"]
+    return pd.DataFrame([{"kernel": n[:90], "kind": kernel_kind(n), "duration_us": us, "dram_pct": float("nan"),
+                          "sm_pct": float("nan")} for n, us in events], columns=_COLUMNS)
+
+
+def kernel_table(*, batch: int, image_size: int, timeout_s: float = 180) -> NcuResult:
+    """ncu's table of the reference forward pass's kernels; where ncu is missing or fails, the profiler's,
+    with a message of one line saying why."""
+    ncu = find_ncu()
+    fallback = "the profiler's table instead (durations only: the hardware counters need ncu)"
+    if ncu is None:
+        return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
+                         f"ncu (Nsight Compute) is not on the PATH here; {fallback}.")
+    import torch
+
+    if not torch.cuda.is_available():
+        return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
+                         f"no CUDA GPU here for ncu to measure; {fallback}.")
+    with tempfile.TemporaryDirectory(prefix="gpu-perf-lab-ncu-") as folder:
+        log = str(Path(folder) / "ncu.csv")
+        cmd = command(ncu, batch=batch, image_size=image_size, log_file=log)
+        env = dict(__import__("os").environ)
+        env["PYTHONPATH"] = str(_ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        except subprocess.TimeoutExpired:
+            return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
+                             f"ncu took longer than {timeout_s:.0f} s and was stopped; {fallback}.", tuple(cmd))
+        text = Path(log).read_text() if Path(log).exists() else ""
+    table = parse_csv(text)
+    if proc.returncode != 0 or table.empty:
+        said = (proc.stdout + proc.stderr + text)
+        if "ERR_NVGPUCTRPERM" in said:
+            why = "this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM; an administrator can allow it)"
+        else:
+            last = [line for line in said.splitlines() if line.strip()][-1:] or ["no kernels were recorded"]
+            why = f"ncu did not produce a table (exit {proc.returncode}: {last[0][:160]})"
+        return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
+                         f"{why}; {fallback}.", tuple(cmd))
+    return NcuResult(table, "ncu", f"Nsight Compute measured {len(table)} kernels of one forward pass.", tuple(cmd))

@@ -1,0 +1,210 @@
+"""The roofline: where each op sits between this device's memory roof and its compute roof.
+
+An op's **arithmetic intensity** is the FLOPs it does per byte it must move to and from memory.
+Below the ridge point (peak FLOP/s ÷ bandwidth) an op is memory-bound: the most it can reach
+is intensity × bandwidth. Above it, compute-bound: the most is the peak::
+
+    ceil = bench.measure_ceilings()
+    pts = reference_ops(ReferenceCNN(224), batch=256, dtype=torch.bfloat16, device="cuda")   # timed, on a GPU
+    roofline_figure(pts, ceil).show()
+    points_table(pts, ceil)      # intensity, attainable and achieved TFLOP/s, share of the roof
+
+Bytes here are the least an op must move (every input, weight and output once); caches can only
+help an op reach that, so the roof is an honest upper bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from . import bench, env
+from .bench import Ceilings
+
+__all__ = ["RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
+           "roofline_figure", "conv_layouts"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RooflinePoint:
+    """One op: its FLOPs and the bytes it must move; ``ms`` once it has been timed."""
+
+    name: str
+    flops: float
+    bytes: float
+    kind: str = ""
+    ms: float | None = None
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte."""
+        return self.flops / self.bytes
+
+    @property
+    def achieved_tflops(self) -> float | None:
+        return None if self.ms is None else self.flops / (self.ms * 1e-3) / 1e12
+
+    def bound(self, ceil: Ceilings) -> str:
+        """``"memory"`` or ``"compute"``: which roof is lower at this intensity."""
+        return "memory" if self.intensity < ridge_intensity(ceil) else "compute"
+
+
+def ridge_intensity(ceil: Ceilings) -> float:
+    """FLOPs per byte where the memory roof meets the compute roof."""
+    return ceil.matmul_tflops * 1e12 / (ceil.copy_gb_per_s * 1e9)
+
+
+def attainable_tflops(intensity: float, ceil: Ceilings) -> float:
+    """The roof at ``intensity``: min(peak TFLOP/s, intensity × bandwidth)."""
+    return min(ceil.matmul_tflops, intensity * ceil.copy_gb_per_s * 1e9 / 1e12)
+
+
+def _op_cost(module: nn.Module, inp: torch.Tensor, out: torch.Tensor) -> tuple[str, float, float]:
+    """(kind, FLOPs, bytes) of one leaf module's forward on ``inp`` giving ``out``."""
+    size = inp.element_size()
+    weights = sum(p.numel() for p in module.parameters(recurse=False)) * size
+    moved = inp.numel() * size + out.numel() * size + weights
+    if isinstance(module, nn.Conv2d):
+        per_out = module.in_channels // module.groups * module.kernel_size[0] * module.kernel_size[1]
+        return "convolution", 2.0 * out.numel() * per_out, moved
+    if isinstance(module, nn.Linear):
+        return "GEMM", 2.0 * out.numel() * module.in_features, moved
+    if isinstance(module, nn.MaxPool2d):
+        k = module.kernel_size if isinstance(module.kernel_size, int) else module.kernel_size[0]
+        return "pooling", float(out.numel() * (k * k - 1)), moved  # comparisons
+    return "elementwise", float(out.numel()), moved
+
+
+def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = None,
+                  device: torch.device | str | None = None, time_ops: bool = True,
+                  channels_last: bool = True, repeats: int = 20) -> list[RooflinePoint]:
+    """Every op of ``model``'s forward pass (leaf modules, in call order) with its FLOPs and bytes.
+
+    With ``time_ops`` each op is run again alone on the input it saw and timed (CUDA events on a
+    GPU); the model runs in ``dtype`` (bf16 on a GPU, fp32 on a CPU by default) so bytes match.
+    A module called several times (the reference CNN reuses one ReLU and one pool) gets a
+    number per call: ``relu·1``, ``relu·2``...
+    """
+    dev = torch.device(device) if device is not None else env.device()
+    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    model = model.to(dev, dtype=dtype)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    size = getattr(model, "image_size", 224)
+    x = torch.randn(batch, 3, size, size, device=dev, dtype=dtype).contiguous(memory_format=fmt)
+    calls: list[tuple[str, nn.Module, torch.Tensor, torch.Tensor]] = []
+
+    def hook(name):
+        def record(mod, inputs, output):
+            calls.append((name, mod, inputs[0].detach(), output.detach()))
+        return record
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    uses = {name: sum(1 for c in calls if c[0] == name) for name, *_ in calls}
+    seen: dict[str, int] = {}
+    labelled = []
+    for name, mod, inp, out in calls:  # a module called several times gets a number per call
+        seen[name] = seen.get(name, 0) + 1
+        labelled.append((f"{name}·{seen[name]}" if uses[name] > 1 else name, mod, inp, out))
+    points = []
+    for label, mod, inp, out in labelled:
+        kind, flops, moved = _op_cost(mod, inp, out)
+        ms = None
+        if time_ops:
+            with torch.no_grad():
+                ms = bench.time_it(lambda: mod(inp), warmup=3, repeats=repeats, device=dev).median_ms
+        points.append(RooflinePoint(label, flops, moved, kind, ms))
+    return points
+
+
+def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
+    """One row per op: intensity, which roof bounds it, attainable vs achieved TFLOP/s, share of the roof."""
+    import pandas as pd
+
+    rows = []
+    for p in points:
+        roof = attainable_tflops(p.intensity, ceil)
+        rows.append({"op": p.name, "kind": p.kind, "GFLOP": p.flops / 1e9, "MB moved": p.bytes / 1e6,
+                     "FLOP/byte": p.intensity, "bound": p.bound(ceil), "ms": p.ms,
+                     "roof TFLOP/s": roof, "achieved TFLOP/s": p.achieved_tflops,
+                     "share of roof": None if p.ms is None else p.achieved_tflops / roof})
+    return pd.DataFrame(rows)
+
+
+def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str | None = None):
+    """Log-log roofline: the roofs measured on this device, and each timed op where it landed."""
+    import plotly.graph_objects as go
+
+    ridge = ridge_intensity(ceil)
+    lo = min([p.intensity for p in points] + [ridge]) / 4
+    hi = max([p.intensity for p in points] + [ridge]) * 4
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=xs, y=[attainable_tflops(x, ceil) for x in xs], mode="lines", name="roof",
+                             line=dict(color="black"),
+                             hovertemplate="%{x:.3g} FLOP/byte → at most %{y:.3g} TFLOP/s<extra>roof</extra>"))
+    kinds = sorted({p.kind for p in points})
+    for kind in kinds:
+        pts = [p for p in points if p.kind == kind]
+        y = [p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil) for p in pts]
+        fig.add_trace(go.Scatter(
+            x=[p.intensity for p in pts], y=y, mode="markers+text", name=kind, text=[p.name for p in pts],
+            textposition="top center", marker=dict(size=10),
+            hovertext=[f"{p.name}: {p.intensity:.3g} FLOP/byte, "
+                       + (f"{p.achieved_tflops:.3g} TFLOP/s = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
+                          if p.ms is not None else "not timed: drawn on the roof") for p in pts],
+            hovertemplate="%{hovertext}<extra></extra>"))
+    fig.add_vline(x=ridge, line_dash="dot", annotation_text=f"ridge {ridge:.0f} FLOP/byte")
+    fig.update_layout(
+        title=title or f"Roofline of {ceil.device_name}: {ceil.matmul_tflops:,.0f} TFLOP/s ({ceil.matmul_dtype} matmul), "
+                       f"{ceil.copy_gb_per_s:,.0f} GB/s (copy)",
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
+        yaxis=dict(type="log", title="TFLOP/s"), height=480)
+    return fig
+
+
+def conv_layouts(model: nn.Module, *, batch: int, dtype: torch.dtype | None = None,
+                 device: torch.device | str | None = None, repeats: int = 20) -> "pandas.DataFrame":  # noqa: F821
+    """Each convolution of ``model``'s forward timed in NCHW and in channels_last (forward only, same input)."""
+    import pandas as pd
+
+    dev = torch.device(device) if device is not None else env.device()
+    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    model = model.to(dev, dtype=dtype, memory_format=torch.contiguous_format)
+    convs = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+    inputs: dict[str, torch.Tensor] = {}  # the input each convolution sees in a forward pass
+
+    def keep(name):
+        def hook(mod, args, out) -> None:  # a forward hook that returns something replaces the output
+            inputs.setdefault(name, args[0].detach())
+        return hook
+
+    handles = [m.register_forward_hook(keep(n)) for n, m in convs]
+    size = getattr(model, "image_size", 224)
+    try:
+        with torch.no_grad():
+            model(torch.randn(batch, 3, size, size, device=dev, dtype=dtype))
+    finally:
+        for h in handles:
+            h.remove()
+    rows = []
+    for name, conv in convs:
+        times = {}
+        for layout, fmt in (("NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
+            conv_l = conv.to(memory_format=fmt)
+            x = inputs[name].contiguous(memory_format=fmt)
+            with torch.no_grad():
+                times[layout] = bench.time_it(lambda: conv_l(x), warmup=3, repeats=repeats, device=dev).median_ms
+        rows.append({"conv": name, "channels": f"{conv.in_channels}→{conv.out_channels}", "NCHW ms": times["NCHW"],
+                     "channels_last ms": times["channels_last"], "speed-up": times["NCHW"] / times["channels_last"]})
+    model.to(memory_format=torch.contiguous_format)
+    return pd.DataFrame(rows)

@@ -1,0 +1,112 @@
+"""03_kernels' helpers on a real GPU (run by scripts/gpu_test.py; skipped without CUDA): launch counts,
+the CUDA graph check and its known-wrong answers, the Triton softmax's speed, the CUDA extension, ncu."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+from helpers import models, ncu  # noqa: E402
+from helpers.exercises import nb03  # noqa: E402
+from helpers.kernels import attention, cuda_ext, launches  # noqa: E402
+
+
+def test_launch_overhead_exceeds_the_kernel_itself():
+    lo = launches.launch_overhead(launches=2000, repeats=3)
+    assert lo.gpu_us_per_kernel is not None and 0 < lo.gpu_us_per_kernel < lo.host_us_per_launch
+
+
+def test_sequential_launches_the_same_kernels_and_compile_fuses_the_chain():
+    m = models.ReferenceCNN(32).cuda().eval()
+    x = torch.randn(4, 3, 32, 32, device="cuda")
+    plain = launches.count_launches(m, x)
+    seq = launches.count_launches(models.as_sequential(m), x)
+    assert plain.gpu_kernels == seq.gpu_kernels and plain.gpu_kernels >= plain.tensor_ops
+    big = torch.randn(2**20, device="cuda")
+    chain = torch.compile(launches.elementwise_chain)
+    table = launches.compiled_launches(chain, big)
+    assert len(table) == 1 and table.kernel.iloc[0].startswith("triton_poi_fused")
+    eager = launches.count_launches(launches.elementwise_chain, big)
+    fused = launches.count_launches(chain, big, compiled=True)
+    assert eager.gpu_kernels == 5 and fused.gpu_kernels == 1
+
+
+def test_cuda_graph_reference_passes():
+    res = nb03.check_cuda_graph(nb03.graphed, device="cuda", seed=0)
+    assert res.passed, res.message
+
+
+def _capture(model, example):
+    static_x = example.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(g):
+        static_y = model(static_x)
+    return static_x, g, static_y
+
+
+def test_cuda_graph_without_a_static_input_is_rejected():
+    def no_static_input(model, example):
+        static_x, g, static_y = _capture(model, example)
+
+        def run(x):  # replays without copying x in: always the capture's input
+            g.replay()
+            return static_y.clone()
+        return run
+
+    res = nb03.check_cuda_graph(no_static_input, device="cuda", seed=1)
+    assert res.status == "failed" and "captured with" in res.message and "copy each new input" in res.message
+
+
+def test_cuda_graph_handing_out_its_output_buffer_is_rejected():
+    def no_clone(model, example):
+        static_x, g, static_y = _capture(model, example)
+
+        def run(x):
+            static_x.copy_(x)
+            g.replay()
+            return static_y  # the next replay overwrites it
+        return run
+
+    res = nb03.check_cuda_graph(no_clone, device="cuda", seed=2)
+    assert res.status == "failed" and "static_y.clone()" in res.message
+
+
+def test_triton_softmax_reference_is_correct_and_fast():
+    res = nb03.check_fused_softmax(nb03.fused_softmax, device="cuda", seed=0)
+    assert res.passed and "faster than the unfused ops" in res.message, res.message
+
+
+def test_cuda_extension_builds_and_matches_pytorch():
+    ok, why = cuda_ext.available()
+    if not ok:
+        pytest.skip(why)
+    ext = cuda_ext.build()
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 6, 10, device="cuda", dtype=dtype)
+        torch.testing.assert_close(ext.module.relu_maxpool2x2(x), cuda_ext.reference(x))
+    with pytest.raises(RuntimeError, match="even"):
+        ext.module.relu_maxpool2x2(torch.randn(1, 1, 5, 4, device="cuda"))
+
+
+def test_ncu_table_has_counters_where_ncu_runs():
+    res = ncu.kernel_table(batch=2, image_size=32)
+    if ncu.find_ncu() is None:
+        assert res.source == "torch.profiler"
+        pytest.skip("ncu is not on the PATH")
+    assert res.source == "ncu", res.message
+    assert (res.table.duration_us > 0).all() and res.table.sm_pct.notna().all()
+    assert "convolution" in set(res.table.kind)
+
+
+def test_attention_uses_a_fused_kernel_on_the_gpu():
+    q = torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.bfloat16)
+    assert attention.sdpa_backend(q, q, q) != "math (unfused ops)"
+    df = attention.sweep([128, 256], batch=1, heads=2, head_dim=64, repeats=2)
+    assert (df["naive peak GiB"] > df["SDPA peak GiB"]).all()
