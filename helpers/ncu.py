@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -125,7 +126,7 @@ def kernel_table(*, batch: int, image_size: int, timeout_s: float = 180) -> NcuR
     with tempfile.TemporaryDirectory(prefix="gpu-perf-lab-ncu-") as folder:
         log = str(Path(folder) / "ncu.csv")
         cmd = command(ncu, batch=batch, image_size=image_size, log_file=log)
-        env = dict(__import__("os").environ)
+        env = dict(os.environ)
         env["PYTHONPATH"] = str(_ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)

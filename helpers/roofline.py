@@ -85,7 +85,7 @@ def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = N
     With ``time_ops`` each op is run again alone on the input it saw and timed (CUDA events on a
     GPU); the model runs in ``dtype`` (bf16 on a GPU, fp32 on a CPU by default) so bytes match.
     A module called several times (the reference CNN reuses one ReLU and one pool) gets a
-    number per call: ``relu·1``, ``relu·2``...
+    number per call: ``relu·1``, ``relu·2``... ``model`` is moved to the device and dtype (pass a fresh one).
     """
     dev = torch.device(device) if device is not None else env.device()
     dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)

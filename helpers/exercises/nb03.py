@@ -87,36 +87,34 @@ def given_kernels(scale: str | None = None) -> dict[str, GivenKernel]:
     return {"add": GivenKernel("add", 2**26 if full else 2**20), "matmul": GivenKernel("matmul", 4096 if full else 512)}
 
 
+def _flops_bytes(k: GivenKernel) -> tuple[float, float]:
+    """FLOPs and the least bytes moved: 2 per bf16 element, every input read and every output written once."""
+    if k.name == "add":
+        return float(k.n), 3.0 * k.n * 2
+    return 2.0 * k.n**3, 3.0 * k.n**2 * 2
+
+
 def placements(kernels: dict[str, GivenKernel], ceil: Ceilings) -> dict[str, Placement]:
-    """The reference answers: FLOPs, bytes (2 per bf16 element, every input read and output written once), roof."""
+    """The reference answers: FLOPs, bytes, and the roof that bounds each kernel on the device ``ceil`` describes."""
     out = {}
     for name, k in kernels.items():
-        if k.name == "add":
-            flops, moved = float(k.n), 3.0 * k.n * 2
-        else:
-            flops, moved = 2.0 * k.n**3, 3.0 * k.n**2 * 2
-        bound = "memory" if flops / moved < ridge_intensity(ceil) else "compute"
-        out[name] = Placement(flops, moved, bound)
+        flops, moved = _flops_bytes(k)
+        out[name] = Placement(flops, moved, "memory" if flops / moved < ridge_intensity(ceil) else "compute")
     return out
 
 
 def measure_given(kernels: dict[str, GivenKernel], *, device: torch.device | str | None = None) -> list[RooflinePoint]:
     """Run and time the given kernels here: roofline points with their measured times."""
     dev = torch.device(device) if device is not None else env.device()
-    ref = placements(kernels, Ceilings("", 1.0, "", 0, 1.0, 0))  # FLOPs and bytes only: no roof needed
     points = []
     for name, k in kernels.items():
-        if k.name == "add":
-            a, b = (torch.randn(k.n, device=dev, dtype=torch.bfloat16) for _ in range(2))
-            c = torch.empty_like(a)
-            fn = lambda a=a, b=b, c=c: torch.add(a, b, out=c)  # noqa: E731
-        else:
-            a, b = (torch.randn(k.n, k.n, device=dev, dtype=torch.bfloat16) for _ in range(2))
-            c = torch.empty_like(a)
-            fn = lambda a=a, b=b, c=c: torch.mm(a, b, out=c)  # noqa: E731
-        ms = bench.time_it(fn, warmup=3, repeats=20, device=dev).median_ms
-        points.append(RooflinePoint(f"given: {name}", ref[name].flops, ref[name].bytes,
-                                    "elementwise" if k.name == "add" else "GEMM", ms))
+        shape = (k.n,) if k.name == "add" else (k.n, k.n)
+        a, b = (torch.randn(*shape, device=dev, dtype=torch.bfloat16) for _ in range(2))
+        c = torch.empty_like(a)
+        op = torch.add if k.name == "add" else torch.mm
+        ms = bench.time_it(lambda: op(a, b, out=c), warmup=3, repeats=20, device=dev).median_ms
+        flops, moved = _flops_bytes(k)
+        points.append(RooflinePoint(f"given: {name}", flops, moved, "elementwise" if k.name == "add" else "GEMM", ms))
     return points
 
 
@@ -233,7 +231,8 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
         return failed(name, graphed, f"It is correct but takes {t_graph:.3f} ms against {t_eager:.3f} ms eagerly: "
                                      "capture once, outside the function you return, and only replay inside it.")
     return CheckResult(name, "passed", f"It matches the model on fresh inputs and runs {t_eager / t_graph:.1f}× faster "
-                                       f"than eager ({t_graph * 1e3:.0f} µs vs {t_eager * 1e3:.0f} µs per forward).", run)
+                                       f"than eager ({t_graph * 1e3:.0f} µs vs {t_eager * 1e3:.0f} µs per forward).",
+                       make_graphed)  # like the reference it stands in for: a function that captures
 
 
 def _ratio_hint(got: float, want: float, what: str) -> str | None:
