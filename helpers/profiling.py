@@ -84,8 +84,8 @@ _KINDS = (  # (kind, words in a kernel's or op's name), the first match wins: cu
     ("GEMM", ("gemm", "matmul", "cutlass", "cublas", "addmm", "aten::mm", "aten::bmm", "xmma", "nvjet")),
     ("reduction", ("reduce", "sum", "softmax", "nll", "norm", "mean", "argmax", "cross_entropy", "_per_")),
     ("copy", ("copy", "memcpy", "memset", "cat", "nchwtonhwc", "nhwctonchw", "transpose", "convert", "to_copy")),
-    ("elementwise", ("elementwise", "vectorized", "unrolled", "relu", "threshold", "add", "mul", "fill", "foreach",
-                     "triton_poi", "sgd", "where", "exp", "div")),
+    ("elementwise", ("elementwise", "vectorized", "unrolled", "relu", "threshold", "clamp", "add", "mul", "fill",
+                     "foreach", "triton_poi", "sgd", "where", "exp", "div")),
 )
 
 

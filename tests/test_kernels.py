@@ -86,6 +86,7 @@ def test_launch_overhead_and_many_vs_one_on_cpu():
     ("triton_red_fused_sum_0", "reduction"),
     ("aten::mkldnn_convolution", "convolution"),
     ("aten::addmm", "GEMM"),
+    ("aten::clamp_min", "elementwise"),
     ("mystery", "other"),
 ])
 def test_kernel_kind(name, kind):
