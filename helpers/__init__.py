@@ -10,16 +10,20 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     notices                                          say a thing once
     nvml · models · data                             NVML safely; the networks; the data sets
     env                                              where am I running, at what scale
-    bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext
+    bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext ·
+    memory.anatomy · memory.accumulation · memory.fragmentation
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
-                                                     what ncu measures; the Triton softmax; a CUDA extension
-    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention
+                                                     what ncu measures; the Triton softmax; a CUDA extension; where a
+                                                     step's memory goes; accumulation; expandable segments
+    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention · memory.search
                                                      input pipelines; torch.profiler; the roofline; launches; softmax
-                                                     variants; attention
-    train · ncu                                      the training loop; Nsight Compute's table
-    kernels.compile_modes ← kernels                  torch.compile's modes timed; the kernels package
+                                                     variants; attention; the largest batch
+    train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
+                                                     memory over time
+    kernels.compile_modes · memory.precision         torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side
+    kernels · memory                                 the two packages
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
-    widgets · exercises/ (common ← nb00, nb01, nb02, nb03)
+    widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04)
 
 Each module has ``__all__`` and a docstring that shows its use.
 """
@@ -48,10 +52,10 @@ from . import augment, bench, preflight, results  # noqa: E402
 from . import loaders, profiling  # noqa: E402
 from . import train  # noqa: E402
 from . import ncu, ncu_target, roofline  # noqa: E402
-from . import kernels  # noqa: E402
+from . import kernels, memory  # noqa: E402
 from . import monitor  # noqa: E402
 from . import exercises, widgets  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["notices", "nvml", "models", "data", "env", "bench", "augment", "preflight", "results", "loaders",
-           "profiling", "train", "ncu", "ncu_target", "roofline", "kernels", "monitor", "widgets", "exercises"]
+           "profiling", "train", "ncu", "ncu_target", "roofline", "kernels", "memory", "monitor", "widgets", "exercises"]

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
-__all__ = ["MIN_IMAGE_SIZE", "ReferenceCNN", "feature_size", "count_params", "as_sequential", "small_mlp"]
+__all__ = ["MIN_IMAGE_SIZE", "ReferenceCNN", "ResidualNet", "feature_size", "count_params", "as_sequential",
+           "small_mlp"]
 
 #: Three 2×2 pools halve the side three times; below 8 pixels nothing is left.
 MIN_IMAGE_SIZE = 8
@@ -36,10 +38,12 @@ def feature_size(image_size: int) -> int:
 class ReferenceCNN(nn.Module):
     """The course's reference CNN (see module docstring)."""
 
-    def __init__(self, image_size: int = 224, num_classes: int = 10) -> None:
+    def __init__(self, image_size: int = 224, num_classes: int = 10, *, checkpoint: bool = False) -> None:
         super().__init__()
         side = feature_size(image_size)
         self.image_size = image_size
+        # Activation checkpointing per conv block (04_memory): keep each block's input, recompute the rest in backward.
+        self.checkpoint = checkpoint
         self.conv1 = nn.Conv2d(3, 64, 3, padding=1)
         self.conv2 = nn.Conv2d(64, 128, 3, padding=1)
         self.conv3 = nn.Conv2d(128, 256, 3, padding=1)
@@ -54,12 +58,18 @@ class ReferenceCNN(nn.Module):
                 f"ReferenceCNN was built for {self.image_size}×{self.image_size} images but got "
                 f"{tuple(x.shape[-2:])}: resize the input or build the model with image_size={x.shape[-1]}."
             )
-        x = self.pool(self.relu(self.conv1(x)))
-        x = self.pool(self.relu(self.conv2(x)))
-        x = self.pool(self.relu(self.conv3(x)))
+        for conv in (self.conv1, self.conv2, self.conv3):
+            if self.checkpoint and self.training and torch.is_grad_enabled():
+                x = checkpoint(self._block, conv, x, use_reentrant=False)
+            else:
+                x = self._block(conv, x)
         x = torch.flatten(x, 1)
         x = self.relu(self.fc1(x))
         return self.fc2(x)
+
+
+    def _block(self, conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.relu(conv(x)))
 
 
 def count_params(model: nn.Module) -> int:
@@ -89,3 +99,53 @@ def small_mlp(width: int = 256, depth: int = 8) -> nn.Sequential:
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     return nn.Sequential(*layers)
+
+
+class _ResidualBlock(nn.Module):
+    """conv → GroupNorm → ReLU → conv → GroupNorm, plus the input: six activations the size of the input.
+
+    GroupNorm, not BatchNorm: it keeps no running statistics, so recomputing a block under
+    checkpointing changes nothing.
+    """
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.norm1 = nn.GroupNorm(8, width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.norm2 = nn.GroupNorm(8, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.norm1(self.conv1(x)))
+        return torch.relu(x + self.norm2(self.conv2(y)))
+
+
+class ResidualNet(nn.Module):
+    """A deeper network for 04_memory: a stride-4 stem, then ``depth`` residual blocks at one resolution.
+
+    Its activations grow with depth while its weights stay small, so activation checkpointing (one
+    ``torch.utils.checkpoint`` per block, ``checkpoint=True``) saves most of its memory::
+
+        net = ResidualNet(image_size=224, depth=8, checkpoint=True)
+    """
+
+    def __init__(self, image_size: int = 224, *, width: int = 64, depth: int = 8, num_classes: int = 10,
+                 checkpoint: bool = False) -> None:
+        super().__init__()
+        if image_size < 8 or depth < 1 or width % 8:
+            raise ValueError(f"ResidualNet needs image_size ≥ 8, depth ≥ 1 and a width divisible by 8 "
+                             f"(got image_size={image_size}, depth={depth}, width={width}).")
+        self.image_size = image_size
+        self.checkpoint = checkpoint
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 4, stride=4, bias=False), nn.GroupNorm(8, width), nn.ReLU())
+        self.blocks = nn.ModuleList(_ResidualBlock(width) for _ in range(depth))
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            if self.checkpoint and self.training and torch.is_grad_enabled():
+                x = checkpoint(block, x, use_reentrant=False)  # keep x; recompute the block's insides in backward
+            else:
+                x = block(x)
+        return self.head(x.mean(dim=(2, 3)))

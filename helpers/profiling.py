@@ -223,6 +223,21 @@ class ProfileResult:
                 e["cat"] = str(e["cat"]).lower()
         return self._trace
 
+    def memory_events(self) -> list[dict]:
+        """The allocator's events, recorded with ``profile_steps(..., profile_memory=True)``: each with ``ts`` (µs),
+        ``device`` (``"cpu"`` or ``"cuda"``), ``bytes`` (+ allocated, − freed) and ``allocated``/``reserved`` totals."""
+        raw = json.loads(self._trace_bytes())
+        events = raw["traceEvents"] if isinstance(raw, dict) else raw
+        out = []
+        for e in events:
+            if e.get("name") != "[memory]" or "args" not in e:
+                continue
+            a = e["args"]
+            out.append({"ts": float(e["ts"]), "device": "cuda" if a.get("Device Type") == 1 else "cpu",
+                        "bytes": int(a.get("Bytes", 0)), "allocated": int(a.get("Total Allocated", 0)),
+                        "reserved": int(a.get("Total Reserved", 0))})
+        return sorted(out, key=lambda e: e["ts"])
+
     def kernel_stats(self) -> KernelStats:
         """Kernel count per step, mean kernel duration, and the share of time the GPU was busy."""
         ev = self.trace_events()

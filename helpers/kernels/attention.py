@@ -61,7 +61,7 @@ def saved_bytes(fn, *args) -> int:
     def pack(t: torch.Tensor):
         storage = t.untyped_storage()
         seen[storage.data_ptr()] = storage.nbytes()  # a tensor saved twice is stored once
-        return t
+        return t.detach()  # not t: a node saving its own output would hold its graph in an uncollectable cycle
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*args)

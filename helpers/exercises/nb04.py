@@ -1,0 +1,246 @@
+"""04_memory's exercises: a batch N× larger in the same memory budget, and mixed precision that trains like fp32.
+
+    from helpers.exercises import nb04 as checks
+    checks.check_memory_plan(my_plan, budget=budget)        # budget: a MemoryBudget measured in the notebook
+    checks.check_amp_step(amp_step, my_amp, device="cuda")
+
+Try the exercises before reading the reference solutions below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import data, env, models
+from ..memory import search
+from .common import CheckResult, failed, not_done
+
+__all__ = ["MemoryPlan", "MemoryBudget", "measure_plan", "memory_budget", "memory_plan", "AmpPlan", "amp_plan",
+           "amp_step", "check_memory_plan", "check_amp_step"]
+
+_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+# -- exercise 1: a larger batch in the same budget -----------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class MemoryPlan:
+    """How to train the reference CNN: the micro-batch, its arithmetic, checkpointing, and accumulation."""
+
+    batch_size: int | None = None  # images per forward/backward pass
+    dtype: str = "fp32"  # "fp32", "bf16" or "fp16"
+    checkpoint: bool = False  # activation checkpointing per conv block
+    grad_accum: int = 1  # micro-batches per optimizer step
+
+    @property
+    def effective_batch(self) -> int:
+        return (self.batch_size or 0) * self.grad_accum
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryBudget:
+    """The budget: what fp32 needs at ``base_batch`` (allocator peak on a GPU, estimated footprint on a CPU)."""
+
+    base_batch: int
+    factor: int
+    budget_gib: float
+    base_img_per_s: float
+    image_size: int
+
+    @property
+    def target_batch(self) -> int:
+        return self.base_batch * self.factor
+
+
+def measure_plan(plan: MemoryPlan, *, image_size: int, device=None) -> tuple[float, float]:
+    """(peak GiB, img/s) of one plan: its micro-batch trained by :func:`helpers.memory.search.step_probe`."""
+    probe = search.step_probe(lambda: models.ReferenceCNN(image_size, checkpoint=plan.checkpoint),
+                              image_size=image_size, dtype=_DTYPES[plan.dtype], device=device)
+    peak, ips = probe(plan.batch_size)
+    return peak / 2**30, ips
+
+
+def memory_budget(*, base_batch: int, factor: int = 2, image_size: int, device=None) -> MemoryBudget:
+    """Measure fp32 at ``base_batch``: its peak is the budget a batch ``factor``× larger must fit in."""
+    peak, ips = measure_plan(MemoryPlan(base_batch, "fp32"), image_size=image_size, device=device)
+    search.free_memory()
+    return MemoryBudget(base_batch, factor, peak, ips, image_size)
+
+
+def memory_plan(budget: MemoryBudget) -> MemoryPlan:
+    """The reference: bf16 halves the activations' bytes; at twice the batch that is about the fp32 footprint, and
+    accumulating two micro-batches keeps the peak of one. (bf16 + checkpointing at the full batch fits too, slower.)"""
+    return MemoryPlan(batch_size=budget.base_batch, dtype="bf16", checkpoint=False, grad_accum=budget.factor)
+
+
+def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=None) -> CheckResult:
+    """The plan must train ``budget.factor``× the base batch per optimizer step, with a peak within the budget."""
+    name = "04 · a larger batch in the same memory budget"
+    ref = memory_plan(budget)
+    if plan is None or plan.batch_size is None:
+        return not_done(name, ref, "Fill in my_plan and run this cell again.")
+    if plan.dtype not in _DTYPES:
+        return failed(name, ref, f"dtype={plan.dtype!r}: choose one of {', '.join(_DTYPES)}.")
+    if plan.batch_size < 1 or plan.grad_accum < 1:
+        return failed(name, ref, "batch_size and grad_accum must be positive integers.")
+    if plan.effective_batch < budget.target_batch:
+        return failed(name, ref, f"The optimizer would see {plan.effective_batch} images per step; the exercise asks for "
+                                 f"{budget.target_batch} ({budget.factor}× {budget.base_batch}). batch_size × grad_accum "
+                                 "is the batch the optimizer sees.")
+    peak, ips = measure_plan(plan, image_size=budget.image_size, device=device)
+    search.free_memory()
+    if peak > budget.budget_gib:
+        return failed(name, ref, f"It needs {peak:.2f} GiB at its peak, over the {budget.budget_gib:.2f} GiB that fp32 "
+                                 f"needed at batch {budget.base_batch}: the larger batch exceeded the budget. Make the "
+                                 "activations smaller (bf16, checkpointing) or the micro-batch smaller (grad_accum).")
+    speed = ips * 1.0
+    return CheckResult(name, "passed", f"{plan.effective_batch} images per optimizer step ({plan.grad_accum} × "
+                                       f"{plan.batch_size}, {plan.dtype}{', checkpointed' if plan.checkpoint else ''}) "
+                                       f"peak at {peak:.2f} GiB of the {budget.budget_gib:.2f} GiB budget, at "
+                                       f"{speed:,.0f} img/s (fp32 at batch {budget.base_batch}: "
+                                       f"{budget.base_img_per_s:,.0f}).", plan)
+
+
+# -- exercise 2: mixed precision that trains like fp32 -------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class AmpPlan:
+    """Which low precision to train in, whether to scale the loss, and why."""
+
+    dtype: str | None = None  # "bf16" or "fp16"
+    use_scaler: bool | None = None
+    why: str = ""
+
+
+def amp_plan() -> AmpPlan:
+    return AmpPlan("bf16", False, "bf16 keeps fp32's exponent range, so gradients do not underflow: no scaler needed.")
+
+
+def amp_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler, micro_batches, *, dtype: torch.dtype,
+             max_norm: float) -> torch.Tensor:
+    """One optimizer step over ``micro_batches`` ([(x, y), ...]) in autocast ``dtype``; ``scaler`` or None.
+
+    Each micro-batch's loss is divided by their count (so the gradients are those of the whole batch); the
+    gradients are unscaled before clipping (so ``max_norm`` means what it says); the step is skipped by the
+    scaler if they overflowed. Returns the batch's mean loss.
+    """
+    device_type = micro_batches[0][0].device.type
+    total = torch.zeros((), device=micro_batches[0][0].device)
+    for x, y in micro_batches:
+        with torch.autocast(device_type, dtype=dtype):
+            loss = nn.functional.cross_entropy(model(x), y) / len(micro_batches)
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        total += loss.detach()
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # the gradients' true size, before the clip compares them with max_norm
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total
+
+
+def _fp32_step(model, optimizer, scaler, micro_batches, *, dtype, max_norm):
+    for x, y in micro_batches:
+        (nn.functional.cross_entropy(model(x), y) / len(micro_batches)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _curve(step_fn, *, dtype, use_scaler, steps, max_norm, micro, device, seed, images, labels) -> tuple[list, list]:
+    """Losses of ``steps`` optimizer steps from one seeded start, and the first step's parameter update."""
+    torch.manual_seed(seed)
+    model = models.ReferenceCNN(32).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler(device.type) if use_scaler else None
+    losses, first_update = [], None
+    for s in range(steps):
+        idx = slice((s * 64) % len(images), (s * 64) % len(images) + 64)
+        x, y = images[idx], labels[idx]
+        with torch.no_grad():
+            losses.append(float(nn.functional.cross_entropy(model(x), y)))  # fp32 evaluation: one yardstick for all
+        before = [p.detach().clone() for p in model.parameters()] if s == 0 else None
+        step_fn(model, opt, scaler, list(zip(x.chunk(micro), y.chunk(micro))), dtype=dtype, max_norm=max_norm)
+        if before is not None:
+            first_update = [p.detach() - b for p, b in zip(model.parameters(), before)]
+    return losses, first_update
+
+
+def _norm(ts) -> float:
+    return float(torch.sqrt(sum((t.float() ** 2).sum() for t in ts)))
+
+
+def check_amp_step(fn: Callable | None, plan: AmpPlan | None, *, device=None, steps: int = 30,
+                   seed: int | None = None, tolerance: float = 0.1) -> CheckResult:
+    """``fn`` (like :func:`amp_step`) with ``plan`` must follow fp32's loss curve within ``tolerance`` (mean absolute
+    difference over the second half), and take the same first step as fp32, with accumulation and clipping on."""
+    name = "04 · mixed precision that trains like fp32"
+    ref = (amp_step, amp_plan())
+    if fn is None or plan is None or plan.dtype is None:
+        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again.")
+    if plan.dtype not in ("bf16", "fp16"):
+        return failed(name, ref, f"dtype={plan.dtype!r}: choose 'bf16' or 'fp16'.")
+    if plan.dtype == "fp16" and not plan.use_scaler:
+        return failed(name, ref, "fp16 without a scaler: fp16's smallest normal number is about 6e-5, and small "
+                                 "gradients round to zero. Use torch.amp.GradScaler, or bf16.")
+    if plan.dtype == "bf16" and plan.use_scaler and len(plan.why.strip()) < 20:
+        return failed(name, ref, "A scaler with bf16, and no reason given: bf16 has fp32's exponent range, so gradients "
+                                 "do not underflow and scaling buys nothing. Set use_scaler=False, or say in why what "
+                                 "you expect it to fix.")
+    dev = torch.device(device) if device is not None else env.device()
+    seed = seed if seed is not None else random.randrange(2**31)
+    imgs, labs = data.synthetic_images(64 * 8, seed=seed)
+    images = data.gpu_resize_normalize(torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous().to(dev), 32)
+    labels = torch.as_tensor(labs, dtype=torch.long, device=dev)
+    common = dict(steps=steps, micro=4, device=dev, seed=seed, images=images, labels=labels)
+    dtype = _DTYPES[plan.dtype]
+    try:
+        # first, the size of one step: accumulation over 4 micro-batches, clipping far above the gradients' norm
+        _, want = _curve(_fp32_step, dtype=None, use_scaler=False, max_norm=1e9, **{**common, "steps": 1})
+        _, got = _curve(fn, dtype=dtype, use_scaler=plan.use_scaler, max_norm=1e9, **{**common, "steps": 1})
+        ratio = _norm(got) / _norm(want)
+        if abs(ratio - 4) < 0.4:
+            return failed(name, ref, "The first step is 4× fp32's: with 4 micro-batches, divide each micro-batch's loss "
+                                     "by 4, so the accumulated gradients are those of the whole batch.")
+        if abs(ratio - 1) > 0.2:
+            return failed(name, ref, f"The first step is {ratio:.2f}× fp32's. One optimizer step: each micro-batch's "
+                                     "loss ÷ their count, backward, then one optimizer step.")
+        # then clipping: a threshold below the gradients' norm must clip the true gradients
+        _, want = _curve(_fp32_step, dtype=None, use_scaler=False, max_norm=0.1, **{**common, "steps": 1})
+        _, got = _curve(fn, dtype=dtype, use_scaler=plan.use_scaler, max_norm=0.1, **{**common, "steps": 1})
+        ratio = _norm(got) / _norm(want)
+        if ratio < 0.2 and plan.use_scaler:
+            return failed(name, ref, f"With clipping the step is {ratio:.1e}× fp32's: the gradients were clipped while "
+                                     "still multiplied by the loss scale. Call scaler.unscale_(optimizer) before "
+                                     "clip_grad_norm_.")
+        if abs(ratio - 1) > 0.2:
+            return failed(name, ref, f"With clipping the step is {ratio:.2f}× fp32's: clip the gradients (after "
+                                     "unscaling them, with a scaler) with clip_grad_norm_(model.parameters(), max_norm).")
+        fp32, _ = _curve(_fp32_step, dtype=None, use_scaler=False, max_norm=1.0, **common)
+        amp, _ = _curve(fn, dtype=dtype, use_scaler=plan.use_scaler, max_norm=1.0, **common)
+    except NotImplementedError:
+        return not_done(name, ref, "Write amp_step and run this cell again.")
+    except AttributeError as e:
+        if "NoneType" in str(e) and plan.dtype == "bf16":
+            return failed(name, ref, f"It used a scaler that bf16 does not get ({e}): with bf16, call loss.backward() "
+                                     "and optimizer.step() directly.")
+        return failed(name, ref, f"It raised AttributeError: {e}")
+    except Exception as e:
+        return failed(name, ref, f"It raised {type(e).__name__}: {str(e)[:300]}")
+    half = steps // 2
+    gap = sum(abs(a - b) for a, b in zip(amp[half:], fp32[half:])) / (steps - half)
+    if not all(map(lambda v: v == v and abs(v) != float("inf"), amp)) or gap > tolerance:
+        return failed(name, ref, f"Its loss curve is {gap:.3f} from fp32's on average over the last {steps - half} "
+                                 f"steps (tolerance {tolerance}).")
+    return CheckResult(name, "passed", f"{plan.dtype}{' with a scaler' if plan.use_scaler else ''}: the first step "
+                                       f"matches fp32's, clipping acts on the true gradients, and the loss curve stays "
+                                       f"within {gap:.3f} of fp32's over the last {steps - half} steps.", (fn, plan))

@@ -1,0 +1,133 @@
+"""Mixed precision, measured: fp32 (with and without TF32), bf16 and fp16 trained side by side, and
+what ``GradScaler`` does when fp16 gradients overflow.
+
+    runs = compare_precisions(cfg)          # {name: TrainResult}, same data, same initial weights
+    precision_table(runs)                   # img/s, allocator peak, final loss; against fp32
+    loss_figure(runs)
+    scaler_trace()                          # fp16 + GradScaler step by step: the scale, skipped steps
+
+bf16 keeps fp32's 8-bit exponent (its range), with fewer mantissa bits: gradients do not underflow,
+so it needs no loss scaling. fp16 has a 5-bit exponent: small gradients round to zero unless the
+loss is scaled up first, which is what ``torch.amp.GradScaler("cuda")`` does, skipping any step
+whose gradients overflowed and lowering the scale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Iterator
+
+import torch
+
+from .. import models, train
+from ..train import TrainConfig, TrainResult
+
+__all__ = ["PRECISIONS", "tf32", "compare_precisions", "step_img_per_s", "precision_table", "loss_figure",
+           "scaler_trace"]
+
+#: name → (TrainConfig.dtype, TF32 on?). "fp32" is what PyTorch does by default: cuDNN convolutions in TF32.
+PRECISIONS = {
+    "fp32, no TF32": ("fp32", False),
+    "fp32 (PyTorch's default: TF32 convolutions)": ("fp32", None),
+    "TF32 everywhere": ("fp32", True),
+    "bf16 autocast": ("bf16", None),
+    "fp16 autocast + GradScaler": ("fp16", None),
+}
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool | None) -> Iterator[None]:
+    """TF32 on (True) or off (False) for matmuls and cuDNN convolutions, or PyTorch's defaults (None)."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    if enabled is None:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def compare_precisions(cfg: TrainConfig, names: list[str] | None = None, *,
+                       device: torch.device | str | None = None) -> dict[str, TrainResult]:
+    """Train ``cfg`` once per precision: same seed (same data, same initial weights), only the arithmetic differs."""
+    out = {}
+    for name in names or list(PRECISIONS):
+        dtype, tf = PRECISIONS[name]
+        with tf32(tf):
+            out[name] = train.train(dataclasses.replace(cfg, dtype=dtype), device=device)
+    return out
+
+
+def step_img_per_s(r: TrainResult) -> float:
+    """Images per second of the step alone: the batch over the median time of forward, backward and optimizer
+    (CUDA events on a GPU), without the time spent making the batch: what the precision itself changes."""
+    return r.config.batch_size * r.config.grad_accum / (r.phase_ms["compute"] / 1e3)
+
+
+def precision_table(runs: dict[str, TrainResult], *, baseline: str = "fp32 (PyTorch's default: TF32 convolutions)"):
+    """One row per precision: img/s (whole loop and step alone), PyTorch allocated peak, final loss, and the
+    step's speed and the peak against ``baseline``."""
+    import pandas as pd
+
+    base = runs[baseline]
+    rows = []
+    for name, r in runs.items():
+        row = {"precision": name, "img/s": r.img_per_s, "step alone img/s": step_img_per_s(r),
+               "PyTorch allocated peak GiB": r.peak_allocated_gib, "final loss": r.loss,
+               "× speed vs fp32": step_img_per_s(r) / step_img_per_s(base)}
+        if r.peak_allocated_gib is not None and base.peak_allocated_gib:
+            row["memory saved vs fp32 %"] = 100 * (1 - r.peak_allocated_gib / base.peak_allocated_gib)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("precision")
+
+
+def loss_figure(runs: dict[str, TrainResult], *, title: str = "Training loss, step by step: the precisions side by side"):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for name, r in runs.items():
+        fig.add_trace(go.Scatter(y=list(r.losses), mode="lines", name=name))
+    fig.update_layout(title=title, xaxis_title="measured step", yaxis_title="loss", height=360)
+    return fig
+
+
+def scaler_trace(*, steps: int = 12, overflow_at: tuple[int, ...] = (5,), growth_interval: int = 3,
+                 max_norm: float = 1.0, device: torch.device | str | None = None, seed: int = 0):
+    """fp16 training of a small MLP with ``GradScaler``, step by step, with an overflow forced at ``overflow_at``.
+
+    Each step: scale the loss, backward, ``unscale_`` (gradients back to their true size, and checked
+    for inf/NaN), clip (after unscaling, so the threshold means what it says), ``step`` (skipped when
+    an inf/NaN was found), ``update`` (halve the scale after an overflow; double it after
+    ``growth_interval`` clean steps). Returns one row per step.
+    """
+    import pandas as pd
+
+    dev = torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available()
+                                                           else torch.device("cpu"))
+    torch.manual_seed(seed)
+    model = models.small_mlp(width=64, depth=3).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler(dev.type, init_scale=2.0**16, growth_interval=growth_interval)
+    rows = []
+    for step in range(steps):
+        x, target = torch.randn(32, 64, device=dev), torch.randn(32, 64, device=dev)
+        before = [p.detach().clone() for p in model.parameters()]
+        scale = scaler.get_scale()
+        with torch.autocast(dev.type, dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(model(x).float(), target)
+        if step in overflow_at:
+            loss = loss * 1e6  # × the scale: past fp16's largest number (65,504), so the gradients overflow
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        skipped = all(torch.equal(b, p) for b, p in zip(before, model.parameters()))
+        rows.append({"step": step, "scale": scale, "gradient norm (unscaled)": norm,
+                     "overflow found": not torch.isfinite(torch.tensor(norm)).item(), "step skipped": skipped,
+                     "scale after update": scaler.get_scale()})
+    return pd.DataFrame(rows).set_index("step")

@@ -1,0 +1,102 @@
+"""A training loop that survives running out of memory: it halves the micro-batch, doubles the gradient
+accumulation (so the batch the optimizer sees stays the same), and carries on from where it was.
+
+    run = train_with_backoff(model, batch=4096, steps=20, image_size=224, dtype=torch.bfloat16)
+    run.events          # each back-off: at which step, from which micro-batch to which
+    run.losses          # one per optimizer step, none lost or repeated
+
+Nothing the learner made is lost: the model and the optimizer's state are the same objects all
+along, a step that failed is redone from its start with its gradients cleared, and the losses of the
+steps already taken are kept. Only when not even a micro-batch of ``min_micro_batch`` fits does it
+raise, saying what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import env
+from .search import free_memory
+
+__all__ = ["Backoff", "BackoffRun", "train_with_backoff"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Backoff:
+    step: int
+    micro_batch_before: int
+    micro_batch_after: int
+    grad_accum_after: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BackoffRun:
+    batch: int  # what the optimizer sees per step: micro_batch × grad_accum, unchanged by back-offs
+    micro_batch: int
+    grad_accum: int
+    losses: tuple[float, ...]
+    events: tuple[Backoff, ...]
+    img_per_s: float
+
+    def __str__(self) -> str:
+        moves = "; ".join(f"step {e.step}: micro-batch {e.micro_batch_before} → {e.micro_batch_after} "
+                          f"(× {e.grad_accum_after} accumulated)" for e in self.events) or "none needed"
+        return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch}; "
+                f"{self.img_per_s:,.0f} img/s after the last back-off; back-offs: {moves}")
+
+
+def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: int, dtype: torch.dtype | None = None,
+                       optimizer: torch.optim.Optimizer | None = None, min_micro_batch: int = 1,
+                       device: torch.device | str | None = None, seed: int = 0,
+                       on_backoff: Callable[[Backoff], None] | None = None) -> BackoffRun:
+    """Train ``steps`` optimizer steps of ``batch`` random images, backing off on out-of-memory."""
+    dev = torch.device(device) if device is not None else env.device()
+    model = model.to(dev)
+    opt = optimizer or torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    micro, accum = batch, 1
+    losses: list[float] = []
+    events: list[Backoff] = []
+    t_start, img_since = time.perf_counter(), 0
+    for step in range(steps):
+        x_all = torch.randn(batch, 3, image_size, image_size, generator=g)
+        y_all = torch.randint(0, 10, (batch,), generator=g)
+        while True:
+            failed = False
+            try:
+                total = 0.0
+                for xs, ys in zip(x_all.split(micro), y_all.split(micro)):
+                    xs, ys = xs.to(dev, non_blocking=True), ys.to(dev, non_blocking=True)
+                    with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
+                        loss = nn.functional.cross_entropy(model(xs), ys) / accum
+                    loss.backward()
+                    total += loss.detach()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                break
+            except torch.OutOfMemoryError:
+                failed = True
+            if failed:  # outside the except block: the traceback no longer pins the step's tensors
+                opt.zero_grad(set_to_none=True)  # half a step's gradients must not leak into the redo
+                loss = total = None
+                free_memory()
+                if micro // 2 < min_micro_batch or micro % 2:
+                    raise torch.OutOfMemoryError(
+                        f"step {step}: even a micro-batch of {micro} does not fit. Use dtype=torch.bfloat16, "
+                        "activation checkpointing, a smaller image size, or free memory that other tensors or "
+                        f"processes hold. {len(losses)} completed steps and the model are kept.")
+                ev = Backoff(step, micro, micro // 2, accum * 2)
+                micro, accum = micro // 2, accum * 2
+                events.append(ev)
+                if on_backoff is not None:
+                    on_backoff(ev)
+                t_start, img_since = time.perf_counter(), 0  # time the new setting from here
+        losses.append(float(total))  # note: a CPU-GPU sync point, once per optimizer step
+        img_since += batch
+    return BackoffRun(batch, micro, accum, tuple(losses), tuple(events),
+                      img_since / max(1e-9, time.perf_counter() - t_start))

@@ -1,0 +1,78 @@
+"""Memory over time, from the allocator's events that ``torch.profiler`` records, drawn with plotly.
+
+    tl = memory_timeline(step, steps=2)      # step() runs one training step with NVTX ranges per phase
+    timeline_figure(tl).show()               # allocated (and reserved) against time, phases shaded
+
+The curve climbs through the forward pass (activations kept for backward), falls through the
+backward pass as they are freed and gradients appear, and steps up at the first optimizer step
+(its state). It renders with no internet: plotly draws it in the notebook.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import torch
+
+from .. import env, profiling
+
+__all__ = ["MemoryTimeline", "memory_timeline", "timeline_figure"]
+
+_PHASES = ("forward", "backward", "optimizer")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryTimeline:
+    """Allocated bytes after each allocator event, and the spans of the step's phases."""
+
+    device: str
+    t_ms: tuple[float, ...]
+    allocated: tuple[int, ...]
+    reserved: tuple[int, ...]
+    phases: tuple[tuple[str, float, float], ...]  # (name, start ms, end ms)
+
+    @property
+    def peak(self) -> int:
+        return max(self.allocated) if self.allocated else 0
+
+
+def memory_timeline(step: Callable[[], object], *, steps: int = 2,
+                    device: torch.device | str | None = None) -> MemoryTimeline:
+    """Profile ``steps`` calls of ``step`` with memory recording; keep the allocator's events of ``device``.
+
+    Phases are read from ranges named forward, backward and optimizer (``profiling.nvtx_range``).
+    """
+    dev = torch.device(device) if device is not None else env.device()
+    prof = profiling.profile_steps(step, wait=0, warmup=1, active=steps, profile_memory=True)
+    events = [e for e in prof.memory_events() if e["device"] == dev.type]
+    if not events:
+        raise RuntimeError("the profiler recorded no memory events: pass a step that allocates tensors on "
+                           f"{dev.type}, and run it on that device.")
+    t0 = events[0]["ts"]
+    phases = sorted(((e["name"], max(0.0, (e["ts"] - t0) / 1e3), (e["ts"] + e["dur"] - t0) / 1e3)
+                     for e in prof.trace_events() if e["cat"] == "user_annotation" and e["name"] in _PHASES
+                     and e["ts"] + e["dur"] >= t0), key=lambda p: p[1])
+    return MemoryTimeline(dev.type, tuple((e["ts"] - t0) / 1e3 for e in events), tuple(e["allocated"] for e in events),
+                          tuple(e["reserved"] for e in events), tuple(phases))
+
+
+def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
+    """Allocated (and, on a GPU, reserved) GiB against time, with the phases shaded and named."""
+    import plotly.graph_objects as go
+
+    gib = 2**30
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=tl.t_ms, y=[b / gib for b in tl.allocated], mode="lines", line_shape="hv",
+                             name="allocated (live tensors)"))
+    if any(tl.reserved):
+        fig.add_trace(go.Scatter(x=tl.t_ms, y=[b / gib for b in tl.reserved], mode="lines", line_shape="hv",
+                                 name="reserved (allocator's pool)", line=dict(dash="dot")))
+    colors = {"forward": "rgba(31,119,180,0.12)", "backward": "rgba(255,127,14,0.12)",
+              "optimizer": "rgba(44,160,44,0.15)"}
+    for name, start, end in tl.phases:
+        fig.add_vrect(x0=start, x1=end, fillcolor=colors[name], line_width=0, annotation_text=name,
+                      annotation_position="top left")
+    fig.update_layout(title=title or f"Memory over time ({tl.device}): peak {tl.peak / gib:.2f} GiB allocated",
+                      xaxis_title="ms since the first allocation", yaxis_title="GiB", height=380)
+    return fig

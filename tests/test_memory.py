@@ -1,0 +1,248 @@
+"""04_memory's helpers on a CPU: the anatomy of a step, memory over time, precisions and GradScaler,
+accumulation, the largest-batch search and the loop that backs off, both surviving out-of-memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import models, profiling, train
+from helpers.memory import accumulation, anatomy, precision, resilient, search, timeline
+
+
+def _batch(n=8, size=32):
+    return torch.randn(n, 3, size, size), torch.randint(0, 10, (n,))
+
+
+def test_anatomy_counts_weights_gradients_and_optimizer_state():
+    x, y = _batch()
+    sgd = anatomy.anatomy(models.ReferenceCNN(32), x, y, optimizer="sgd")
+    adam = anatomy.anatomy(models.ReferenceCNN(32), x, y, optimizer="adam")
+    weights = models.count_params(models.ReferenceCNN(32)) * 4
+    assert sgd.params == weights and sgd.grads == weights
+    assert sgd.optimizer_state == weights and adam.optimizer_state == 2 * weights  # momentum; Adam's two moments
+    assert sgd.activations > 0 and sgd.peak is None  # no allocator peak on a CPU: not made up
+    table = anatomy.anatomy_table([sgd, adam])
+    assert list(table.index) == [sgd.label, adam.label] and "activations kept for backward" in table.columns
+    with pytest.raises(ValueError, match="sgd, adam"):
+        anatomy.make_optimizer("lion", models.small_mlp().parameters())
+
+
+def test_activations_grow_with_the_batch_and_checkpointing_keeps_less():
+    keep = lambda m, n: anatomy.saved_activation_bytes(  # noqa: E731
+        lambda: nn.functional.cross_entropy(m(_batch(n)[0]), torch.zeros(n, dtype=torch.long)), list(m.parameters()))
+    plain, ckpt = models.ResidualNet(32, depth=6), models.ResidualNet(32, depth=6, checkpoint=True)
+    assert keep(plain, 8) == pytest.approx(2 * keep(plain, 4), rel=0.05)
+    assert keep(ckpt, 8) < 0.5 * keep(plain, 8)
+
+
+def test_checkpointed_models_compute_the_same_gradients():
+    x, y = _batch(4)
+    for make in (lambda c: models.ReferenceCNN(32, checkpoint=c), lambda c: models.ResidualNet(32, depth=3, checkpoint=c)):
+        a, b = make(False), make(True)
+        b.load_state_dict(a.state_dict())
+        ga, gb = accumulation.batch_gradients(a, x, y), accumulation.batch_gradients(b, x, y)
+        assert accumulation.max_relative_difference(gb, ga) < 1e-5
+
+
+def test_memory_timeline_has_phases_and_a_peak():
+    m = models.ReferenceCNN(32)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x, y = _batch()
+
+    def step():
+        with profiling.nvtx_range("forward"):
+            loss = nn.functional.cross_entropy(m(x), y)
+        with profiling.nvtx_range("backward"):
+            loss.backward()
+        with profiling.nvtx_range("optimizer"):
+            opt.step()
+            opt.zero_grad()
+
+    tl = timeline.memory_timeline(step, device="cpu")
+    assert tl.peak > 0 and len(tl.t_ms) == len(tl.allocated) > 10
+    assert {p[0] for p in tl.phases} == {"forward", "backward", "optimizer"}
+    assert list(tl.t_ms) == sorted(tl.t_ms)
+    assert len(timeline.timeline_figure(tl).data) >= 1
+
+
+def test_accumulation_matches_the_big_batch_only_when_the_loss_is_divided():
+    torch.manual_seed(0)
+    m = models.small_mlp(width=16, depth=2)
+    head = nn.Sequential(m, nn.Linear(16, 10))
+    x, y = torch.randn(32, 16), torch.randint(0, 10, (32,))
+    big = accumulation.batch_gradients(head, x, y)
+    assert accumulation.max_relative_difference(accumulation.accumulated_gradients(head, x, y, micro_batches=4), big) < 1e-5
+    undivided = accumulation.accumulated_gradients(head, x, y, micro_batches=4, divide=False)
+    assert accumulation.max_relative_difference(undivided, [4 * g for g in big]) < 1e-5
+    with pytest.raises(ValueError, match="divide the batch"):
+        accumulation.accumulated_gradients(head, x, y, micro_batches=5)
+
+
+def test_scaler_skips_the_overflowing_step_and_halves_the_scale():
+    t = precision.scaler_trace(steps=8, overflow_at=(4,), growth_interval=3, device="cpu")
+    assert t.loc[4, "overflow found"] and t.loc[4, "step skipped"]
+    assert t.loc[4, "scale after update"] == t.loc[4, "scale"] / 2
+    assert not t.drop(index=4)["step skipped"].any()
+    assert t.loc[2, "scale after update"] == 2 * t.loc[2, "scale"]  # grows after 3 clean steps
+
+
+def test_tf32_context_restores_the_flags():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with precision.tf32(True):
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    with precision.tf32(False):
+        assert not torch.backends.cudnn.allow_tf32
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+
+
+def test_compare_precisions_trains_each_from_the_same_start():
+    cfg = train.TrainConfig(batch_size=4, image_size=16, data="gpu", steps=3, warmup_steps=0, dataset_size=16)
+    runs = precision.compare_precisions(cfg, ["fp32, no TF32", "fp32 (PyTorch's default: TF32 convolutions)",
+                                              "bf16 autocast"], device="cpu")
+    assert runs["fp32, no TF32"].losses[0] == pytest.approx(runs["fp32 (PyTorch's default: TF32 convolutions)"].losses[0])
+    table = precision.precision_table(runs)
+    assert table.loc["fp32 (PyTorch's default: TF32 convolutions)", "× speed vs fp32"] == 1.0
+    assert len(precision.loss_figure(runs).data) == 3
+
+
+class _Limited(nn.Module):
+    """A model that runs out of "memory" above a batch size: how the tests make an OOM on a CPU."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.net = models.ReferenceCNN(16)
+
+    def forward(self, x):
+        if x.shape[0] > self.limit:
+            raise torch.OutOfMemoryError(f"CUDA out of memory (test): batch {x.shape[0]} > {self.limit}")
+        return self.net(x)
+
+
+def test_largest_batch_survives_out_of_memory_and_bisects_to_the_edge():
+    probe = search.step_probe(lambda: _Limited(100), image_size=16, channels_last=False, device="cpu", timed_steps=1)
+    found = search.largest_batch(probe, start=16, limit=1024, label="limited")
+    assert 96 <= found.largest <= 100
+    t = found.table()
+    assert (t[~t.fits].why == "out of memory").all() and t.fits.any()
+    assert len(search.search_figure([found]).data) >= 2
+
+
+def test_largest_batch_respects_a_budget_and_says_when_nothing_fits():
+    probe = search.step_probe(lambda: models.ReferenceCNN(16), image_size=16, channels_last=False, device="cpu",
+                              timed_steps=1)
+    peak_8 = search.try_batch(probe, 8).peak_gib
+    found = search.largest_batch(probe, start=4, limit=64, budget_gib=peak_8 * 1.001)
+    assert 8 <= found.largest < 16  # the peak grows with the batch: 8 fits the budget, 16 does not
+    assert any("over the" in t.why for t in found.trials)
+    with pytest.raises(RuntimeError, match="not even a batch of 1 fits in 0.000 GiB: the smallest footprint measured"):
+        search.largest_batch(probe, start=4, limit=64, budget_gib=1e-9)
+
+
+def test_training_backs_off_keeps_its_model_and_its_losses():
+    model = _Limited(24)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    seen = []
+    run = resilient.train_with_backoff(model, batch=64, steps=3, image_size=16, optimizer=opt, device="cpu",
+                                       on_backoff=seen.append)
+    assert run.batch == 64 and run.micro_batch == 16 and run.grad_accum == 4
+    assert [(e.micro_batch_before, e.micro_batch_after) for e in run.events] == [(64, 32), (32, 16)]
+    assert seen == list(run.events) and len(run.losses) == 3 and all(l > 0 for l in run.losses)
+    assert opt.state and all("momentum_buffer" in s for s in opt.state.values())  # the same optimizer carried on
+    with pytest.raises(torch.OutOfMemoryError, match="even a micro-batch of 2 does not fit"):
+        resilient.train_with_backoff(_Limited(1), batch=4, steps=1, image_size=16, device="cpu", min_micro_batch=2)
+
+
+def _live_tensors() -> int:
+    import gc
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if torch.is_tensor(o))
+
+
+def test_measuring_saved_activations_leaves_no_graph_behind():
+    # A pack hook that returns the tensor itself makes a node that saves its own output (ReLU) hold its graph in
+    # a cycle the collector cannot see: every measurement would leak a forward pass of activations.
+    from helpers.kernels import attention
+
+    m = models.ReferenceCNN(32)
+    x, y = _batch()
+    before = _live_tensors()
+    anatomy.saved_activation_bytes(lambda: nn.functional.cross_entropy(m(x), y), list(m.parameters()))
+    anatomy.anatomy(m, x, y)
+    q = torch.randn(1, 2, 32, 8, requires_grad=True)
+    attention.saved_bytes(attention.naive_attention, q, q, q)
+    assert _live_tensors() <= before + 1  # only q
+
+
+# -- the exercises --------------------------------------------------------------------------------------
+
+from helpers.exercises import nb04  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def budget():
+    return nb04.memory_budget(base_batch=64, factor=2, image_size=32, device="cpu")
+
+
+def test_memory_plan_reference_passes_and_wrong_plans_say_why(budget):
+    assert nb04.check_memory_plan(None, budget=budget, device="cpu").status == "not done"
+    assert nb04.check_memory_plan(nb04.memory_plan(budget), budget=budget, device="cpu").passed
+    over = nb04.check_memory_plan(nb04.MemoryPlan(128, "fp32"), budget=budget, device="cpu")
+    assert over.status == "failed" and "exceeded the budget" in over.message
+    small = nb04.check_memory_plan(nb04.MemoryPlan(64, "bf16"), budget=budget, device="cpu")
+    assert small.status == "failed" and "128 (2× 64)" in small.message
+
+
+def _undivided(model, optimizer, scaler, micro_batches, *, dtype, max_norm):
+    for x, y in micro_batches:
+        with torch.autocast(x.device.type, dtype=dtype):
+            loss = nn.functional.cross_entropy(model(x), y)  # not ÷ len(micro_batches)
+        (scaler.scale(loss) if scaler else loss).backward()
+    if scaler:
+        scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad()
+
+
+def _clip_before_unscale(model, optimizer, scaler, micro_batches, *, dtype, max_norm):
+    for x, y in micro_batches:
+        with torch.autocast(x.device.type, dtype=dtype):
+            loss = nn.functional.cross_entropy(model(x), y) / len(micro_batches)
+        scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # on gradients still × the scale
+    scaler.unscale_(optimizer)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad()
+
+
+def test_amp_reference_passes_in_bf16():
+    res = nb04.check_amp_step(nb04.amp_step, nb04.amp_plan(), device="cpu", seed=1, steps=10)
+    assert res.passed, res.message
+
+
+@pytest.mark.parametrize("fn,plan,says", [
+    (_undivided, nb04.AmpPlan("bf16", False), "divide each micro-batch's loss by 4"),
+    (_clip_before_unscale, nb04.AmpPlan("fp16", True), "unscale_(optimizer) before clip_grad_norm_"),
+    (nb04.amp_step, nb04.AmpPlan("bf16", True, ""), "A scaler with bf16, and no reason given"),
+    (nb04.amp_step, nb04.AmpPlan("fp16", False), "fp16 without a scaler"),
+])
+def test_amp_known_wrong_answers_say_what_is_wrong(fn, plan, says):
+    res = nb04.check_amp_step(fn, plan, device="cpu", seed=2, steps=10)
+    assert res.status == "failed" and says in res.message, res.message
+
+
+def test_amp_unwritten_is_not_done():
+    def unwritten(*a, **k):
+        raise NotImplementedError
+
+    assert nb04.check_amp_step(unwritten, nb04.amp_plan(), device="cpu").status == "not done"
+    assert nb04.check_amp_step(nb04.amp_step, nb04.AmpPlan(), device="cpu").status == "not done"

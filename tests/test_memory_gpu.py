@@ -1,0 +1,42 @@
+"""04_memory's helpers on a real GPU (run by scripts/gpu_test.py; skipped without CUDA): a real out-of-memory
+survived with nothing left behind, the phases' peaks, and expandable segments in a fresh process."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+from helpers import models  # noqa: E402
+from helpers.memory import anatomy, fragmentation, search  # noqa: E402
+
+
+def test_a_real_out_of_memory_is_survived_and_its_memory_given_back():
+    probe = search.step_probe(lambda: models.ReferenceCNN(224), image_size=224, dtype=torch.bfloat16)
+    ok = search.try_batch(probe, 8)
+    search.free_memory()
+    before = torch.cuda.memory_allocated()
+    free, total = torch.cuda.mem_get_info()
+    huge = int(total / (224 * 224 * 64 * 2)) + 64  # conv1's output alone is larger than the whole GPU
+    trial = search.try_batch(probe, huge)
+    assert ok.fits and not trial.fits and trial.why == "out of memory"
+    assert torch.cuda.memory_allocated() <= before + 2**20  # the failed step's tensors are gone
+    assert search.try_batch(probe, 8).fits  # and the same model trains again
+
+
+def test_phase_peaks_order_and_adam_state():
+    x = torch.randn(32, 3, 224, 224, device="cuda")
+    y = torch.randint(0, 10, (32,), device="cuda")
+    sgd = anatomy.anatomy(models.ReferenceCNN(224).cuda(), x, y, optimizer="sgd")
+    adam = anatomy.anatomy(models.ReferenceCNN(224).cuda(), x, y, optimizer="adam")
+    assert sgd.peak_backward >= sgd.peak_forward > sgd.peak_optimizer  # activations dominate at batch 32
+    assert adam.optimizer_state == 2 * sgd.optimizer_state
+    assert sgd.reserved_after >= sgd.allocated_after
+    assert sgd.nvml_used_after is None or sgd.nvml_used_after >= sgd.reserved_after
+
+
+def test_expandable_segments_keep_reserved_near_allocated():
+    off, on = fragmentation.run_in_subprocess(False), fragmentation.run_in_subprocess(True)
+    assert on["peak_reserved_gib"] < off["peak_reserved_gib"]
+    assert on["peak_reserved_gib"] / on["peak_allocated_gib"] < 1.1
