@@ -32,7 +32,7 @@ from . import env
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
-__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "step_only_trainer", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
+__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "step_only_trainer", "explain_out_of_memory", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
            "compute_only_img_per_s"]
 
 DTYPES = ("fp32", "bf16", "fp16")
@@ -383,7 +383,7 @@ class Trainer:
                 self._sync()  # note: the clock is read only after the GPU has finished
                 wall = time.perf_counter() - start
         except torch.cuda.OutOfMemoryError as e:
-            raise _out_of_memory(cfg, e) from None
+            raise explain_out_of_memory(cfg, e) from None
         return self._result(wall)
 
     def _result(self, wall_s: float) -> TrainResult:
@@ -426,7 +426,7 @@ class Trainer:
         )
 
 
-def _out_of_memory(cfg: TrainConfig, e: torch.cuda.OutOfMemoryError) -> torch.cuda.OutOfMemoryError:
+def explain_out_of_memory(cfg: TrainConfig, e: torch.cuda.OutOfMemoryError) -> torch.cuda.OutOfMemoryError:
     """The OOM error a learner can act on: what ran out, and what to change."""
     return torch.cuda.OutOfMemoryError(
         f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
@@ -473,7 +473,7 @@ def compute_only_img_per_s(
         ms = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats,
                            device=trainer.device).median_ms
     except torch.cuda.OutOfMemoryError as e:
-        raise _out_of_memory(cfg, e) from None
+        raise explain_out_of_memory(cfg, e) from None
     return cfg.batch_size * cfg.grad_accum / (ms / 1e3)
 
 

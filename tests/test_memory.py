@@ -246,3 +246,20 @@ def test_amp_unwritten_is_not_done():
 
     assert nb04.check_amp_step(unwritten, nb04.amp_plan(), device="cpu").status == "not done"
     assert nb04.check_amp_step(nb04.amp_step, nb04.AmpPlan(), device="cpu").status == "not done"
+
+
+def test_out_of_memory_in_the_helpers_says_which_knob_to_turn(monkeypatch, budget):
+    from helpers.kernels import compile_modes
+
+    with pytest.raises(torch.OutOfMemoryError, match="smaller batch .*bfloat16"):
+        anatomy.anatomy(_Limited(2), *_batch(4, 16))
+
+    def oom(*a, **k):
+        raise torch.OutOfMemoryError("CUDA out of memory (test)")
+
+    monkeypatch.setattr(train.Trainer, "step", oom)
+    with pytest.raises(torch.OutOfMemoryError, match="Try batch_size=2, dtype='bf16', or grad_accum"):
+        compile_modes.time_train_step(train.TrainConfig(batch_size=4, image_size=16, data="gpu"), repeats=1)
+    monkeypatch.setattr(nb04, "measure_plan", oom)
+    res = nb04.check_memory_plan(nb04.MemoryPlan(4096, "fp32"), budget=budget, device="cpu")
+    assert res.status == "failed" and "ran out of GPU memory altogether" in res.message

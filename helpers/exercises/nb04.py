@@ -92,8 +92,16 @@ def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=N
         return failed(name, ref, f"The optimizer would see {plan.effective_batch} images per step; the exercise asks for "
                                  f"{budget.target_batch} ({budget.factor}× {budget.base_batch}). batch_size × grad_accum "
                                  "is the batch the optimizer sees.")
-    peak, ips = measure_plan(plan, image_size=budget.image_size, device=device)
-    search.free_memory()
+    oom = False
+    try:
+        peak, ips = measure_plan(plan, image_size=budget.image_size, device=device)
+    except torch.OutOfMemoryError:
+        oom = True
+    search.free_memory()  # outside the except block: the traceback no longer holds the failed step's tensors
+    if oom:
+        return failed(name, ref, f"A micro-batch of {plan.batch_size} ({plan.dtype}) ran out of GPU memory altogether, "
+                                 f"far over the {budget.budget_gib:.2f} GiB budget: make the micro-batch smaller and "
+                                 "accumulate (grad_accum), or the activations smaller (bf16, checkpointing).")
     if peak > budget.budget_gib:
         return failed(name, ref, f"It needs {peak:.2f} GiB at its peak, over the {budget.budget_gib:.2f} GiB that fp32 "
                                  f"needed at batch {budget.base_batch}: the larger batch exceeded the budget. Make the "

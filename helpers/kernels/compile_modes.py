@@ -22,7 +22,7 @@ import torch
 
 from .. import bench
 from ..bench import Measurement
-from ..train import TrainConfig, step_only_trainer
+from ..train import TrainConfig, explain_out_of_memory, step_only_trainer
 
 __all__ = ["StepTiming", "time_train_step", "time_call", "timings_table", "quiet_autotuning"]
 
@@ -100,8 +100,11 @@ def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch
     follow the first (CUDA graphs are recorded there) before ``repeats`` are timed.
     """
     trainer = step_only_trainer(cfg, device=device)
-    first = _first_call_s(lambda: trainer.step(measure=False), trainer.device)
-    m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
+    try:
+        first = _first_call_s(lambda: trainer.step(measure=False), trainer.device)
+        m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
+    except torch.OutOfMemoryError as e:
+        raise explain_out_of_memory(cfg, e) from None
     name = label or (f"compiled, mode {cfg.compile_mode}" if cfg.compile else "eager")
     return StepTiming(name, first, m, cfg.batch_size * cfg.grad_accum)
 

@@ -110,6 +110,18 @@ def anatomy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, optimizer: st
         if cuda:
             torch.cuda.synchronize(dev)
 
+    try:
+        return _measure(model, opt, params, forward, sync, dev, dtype, optimizer, label)
+    except torch.OutOfMemoryError as e:
+        opt.zero_grad(set_to_none=True)
+        raise torch.OutOfMemoryError(
+            f"a training step of batch {x.shape[0]} at {tuple(x.shape[-2:])} ran out of GPU memory while its anatomy "
+            f"was measured. Use a smaller batch (say {max(1, x.shape[0] // 2)}), dtype=torch.bfloat16, or a smaller "
+            f"image size. (PyTorch said: {str(e).splitlines()[0] if str(e) else 'out of memory'})") from None
+
+
+def _measure(model, opt, params, forward, sync, dev, dtype, optimizer, label) -> Anatomy:
+    cuda = dev.type == "cuda"
     loss = forward()  # step 1: the optimizer's state appears here
     loss.backward()
     opt.step()
