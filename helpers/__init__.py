@@ -11,13 +11,14 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     nvml · models · data                             NVML safely; the networks; the data sets
     env                                              where am I running, at what scale
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext ·
-    memory.anatomy · memory.accumulation · memory.fragmentation
+    memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
                                                      what ncu measures; the Triton softmax; a CUDA extension; where a
-                                                     step's memory goes; accumulation; expandable segments
-    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention · memory.search
-                                                     input pipelines; torch.profiler; the roofline; launches; softmax
-                                                     variants; attention; the largest batch
+                                                     step's memory goes; accumulation; expandable segments; torchrun
+                                                     from a notebook
+    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention · memory.search ·
+    ddp.worker ← ddp                                 input pipelines; torch.profiler; the roofline; launches; softmax
+                                                     variants; attention; the largest batch; the DDP worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
                                                      memory over time
     kernels.compile_modes · memory.precision         torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side
@@ -50,6 +51,7 @@ from . import data, models, nvml  # noqa: E402
 from . import env  # noqa: E402
 from . import augment, bench, preflight, results  # noqa: E402
 from . import loaders, profiling  # noqa: E402
+from . import ddp  # noqa: E402
 from . import train  # noqa: E402
 from . import ncu, ncu_target, roofline  # noqa: E402
 from . import kernels, memory  # noqa: E402
@@ -58,4 +60,4 @@ from . import exercises, widgets  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["notices", "nvml", "models", "data", "env", "bench", "augment", "preflight", "results", "loaders",
-           "profiling", "train", "ncu", "ncu_target", "roofline", "kernels", "memory", "monitor", "widgets", "exercises"]
+           "profiling", "ddp", "train", "ncu", "ncu_target", "roofline", "kernels", "memory", "monitor", "widgets", "exercises"]
