@@ -8,7 +8,7 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
 (tests/test_import_layers.py holds the table and fails on an import that points up or round):
 
     notices                                          say a thing once
-    nvml · models · data                             NVML safely; the networks; the data sets
+    nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     env                                              where am I running, at what scale
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext ·
     memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
@@ -17,14 +17,16 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      step's memory goes; accumulation; expandable segments; torchrun
                                                      from a notebook
     loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention · memory.search ·
-    ddp.worker ← ddp                                 input pipelines; torch.profiler; the roofline; launches; softmax
-                                                     variants; attention; the largest batch; the DDP worker
+    ddp.worker · ddp.overlap · ddp.cluster           input pipelines; torch.profiler; the roofline; launches; softmax
+                                                     variants; attention; the largest batch; the DDP worker; one
+                                                     rank's trace and HTA's overlap; torchrun on many nodes, Slurm
+    ddp.scaling ← ddp                                scaling and communication measured by launching the worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
                                                      memory over time
     kernels.compile_modes · memory.precision         torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side
     kernels · memory                                 the two packages
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
-    widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04)
+    widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04, nb05)
 
 Each module has ``__all__`` and a docstring that shows its use.
 """

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", default=str(ROOT / "build" / "executed"), help="folder for the executed notebooks")
     ap.add_argument("--cell-timeout", type=int, default=1800, help="seconds one cell may take")
     ap.add_argument("--no-budget", action="store_true", help="report the time budget without failing on it")
+    ap.add_argument("--unit", nargs="*", default=None, help="GPU unit tests to run (default: tests/test_*_gpu.py)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     keep = Path(args.keep)
     env = dict(os.environ, HELPERS_SCALE="full", HELPERS_EXECUTED_DIR=str(keep), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    gpu_tests = [sys.executable, "-m", "pytest", "-v", *sorted(str(p) for p in (ROOT / "tests").glob("test_*_gpu.py"))]
+    unit = args.unit if args.unit is not None else sorted(str(p) for p in (ROOT / "tests").glob("test_*_gpu.py"))
+    gpu_tests = [sys.executable, "-m", "pytest", "-v", *unit]
     cmd = [sys.executable, "-m", "pytest", "-v", "--nbval-lax", "--nbval-current-env",
            f"--nbval-cell-timeout={args.cell_timeout}", *notebooks]
     (keep / "timings.json").unlink(missing_ok=True)  # a run that dies early must not report the last run's times

@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: The course's reference GPU: the README's full-scale times are this file's.
 REFERENCE = "nvidia-h100-80gb-hbm3.json"
+#: Notebooks that one GPU cannot run at full scale, and the results file of the node that ran them.
+MULTI_GPU_REFERENCE = {"05_ddp": "nvidia-h200.json"}
 SMOKE = "smoke.json"
 _BEGIN = "<!-- run times: written by scripts/notebook_times.py from results/; do not edit by hand -->"
 _END = "<!-- /run times -->"
@@ -106,14 +108,25 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
         return json.loads(path.read_text()) if path.exists() else {"figures": {}}
 
     full, smoke = read(REFERENCE), read(SMOKE)
-    ff, sf = full["figures"], smoke["figures"]
-    rows = [f"| `{nb}` | {_secs(ff.get(f'run_s_{nb}'))} | {_secs(ff.get(f'max_cell_s_{nb}'))} | "
-            f"{_secs(sf.get(f'run_s_{nb}'))} |" for nb in notebooks]
+    sf = smoke["figures"]
+    rows, others = [], []
+    for nb in notebooks:
+        name = MULTI_GPU_REFERENCE.get(nb, REFERENCE)
+        ff = (full if name == REFERENCE else read(name))["figures"]
+        mark = "" if name == REFERENCE else " ¹"
+        rows.append(f"| `{nb}` | {_secs(ff.get(f'run_s_{nb}'))}{mark} | {_secs(ff.get(f'max_cell_s_{nb}'))} | "
+                    f"{_secs(sf.get(f'run_s_{nb}'))} |")
+        if name != REFERENCE:
+            other = read(name)
+            gpus = int(other["figures"].get("ddp_gpus", 2))
+            others.append(f"`{nb}` on {gpus} × {other.get('device', name)}, {other.get('date', '-')} (`results/{name}`)")
     fb, sb = BUDGETS["full"], BUDGETS["smoke"]
-    where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`); "
-             f"smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`). "
+    where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`)"
+             + (f"; ¹ needs several GPUs of one node: {'; '.join(others)}" if others else "") +
+             f"; smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`). "
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
-             f"H100; each notebook ≤ {sb.notebook_s:.0f} s at smoke scale on a 2-core CPU.")
+             f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s at smoke scale on a "
+             "2-core CPU.")
     return "\n".join([_BEGIN, "| notebook | full scale | its slowest cell | smoke scale |", "| --- | --- | --- | --- |",
                       *rows, "", where, _END])
 

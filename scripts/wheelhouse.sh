@@ -12,4 +12,8 @@ python3 -m pip download --only-binary=:all: --python-version "$PYVER" --implemen
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux_2_34_x86_64 -d "$DEST" \
     nbval ipywidgets plotly anywidget ipykernel nbclient nbformat jupyter_client nvidia-ml-py ninja
+# Holistic Trace Analysis (05_ddp) without its dependencies: it asks for JupyterLab, which a node
+# running notebooks through nbval does not need; what it imports (pandas, plotly, networkx) is there.
+python3 -m pip download --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST" holistictraceanalysis pydot pyparsing pyyaml
 echo "$(ls "$DEST" | wc -l) wheels, $(du -sh "$DEST" | cut -f1) in $DEST"

@@ -3,20 +3,22 @@ fail (a crash, a hang, a port in use) ending within a bounded time with no proce
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
-import subprocess
 
 import pytest
 
+from helpers.ddp import Variant, overlap, scaling
 from helpers.ddp import launch as L
+from helpers.models import ReferenceCNN
 
 QUIET = dict(on_line=None)
 SMALL = ("--image-size", "32", "--batch", "4")
 
 
 def _orphans() -> str:
-    out = subprocess.run(["pgrep", "-af", "helpers.ddp.worker"], capture_output=True, text=True).stdout
-    return "\n".join(line for line in out.splitlines() if "pgrep" not in line)
+    return "\n".join(L.leftover_processes())
 
 
 def test_ddp_gradients_equal_one_process_on_the_global_batch():
@@ -37,21 +39,57 @@ def test_set_epoch_reshuffles_and_its_absence_repeats_the_first_epoch():
     assert shards[0].isdisjoint(shards[1]) and shards[0] | shards[1] == set(range(8))  # each sample once per epoch
 
 
-def test_train_mode_reports_every_rank():
+def test_train_variants_allreduce_and_traces_in_one_launch(tmp_path):
     lines = []
-    res = L.launch(L.LaunchSpec(nproc_per_node=2, args=("--mode", "train", *SMALL, "--steps", "2", "--warmup", "1",
-                                                         "--dtype", "fp32")), on_line=lines.append)
+    variants = [Variant("synced", 4), Variant("local", 4, sync="none"), Variant("accumulated", 4, accumulate=2, sync="last")]
+    res = L.launch(L.LaunchSpec(nproc_per_node=2, args=(
+        "--mode", "train,allreduce", *SMALL, "--steps", "2", "--repeats", "2", "--warmup", "1", "--dtype", "fp32",
+        "--profile-dir", str(tmp_path), "--variants", json.dumps([dataclasses.asdict(v) for v in variants]))),
+        on_line=lines.append)
     assert res.ok, res.error
-    assert all(r["img_per_s"] > 0 and r["global_img_per_s"] == pytest.approx(2 * r["img_per_s"]) for r in res.results)
-    assert not any(line.startswith(L.RESULT_PREFIX) for line in lines)  # results are parsed, not printed
+    train = [r for r in res.results if r["mode"] == "train"]
+    assert sorted((r["rank"], r["label"]) for r in train) == [(k, v.label) for k in (0, 1) for v in
+                                                              sorted(variants, key=lambda v: v.label)]
+    assert all(r["ddp"] and r["global_img_per_s"] == pytest.approx(2 * r["img_per_s"]) for r in train)
+    assert {r["images_per_step"] for r in train if r["label"] == "accumulated"} == {8}
+    reduce = [r for r in res.results if r["mode"] == "allreduce"]
+    assert len(reduce) == 2 and all(r["bytes"] == 4 * sum(p.numel() for p in ReferenceCNN(32).parameters())
+                                    for r in reduce)
+    assert not any(line.startswith((L.RESULT_PREFIX, "USDT:")) for line in lines)  # results are parsed, not printed
+    stats = scaling.summarize(res.results)
+    assert set(stats) == {"synced", "local", "accumulated"}
+    slowest = max(r["step_ms_median"] for r in train if r["label"] == "synced")
+    assert stats["synced"].step_ms == slowest and stats["synced"].global_img_per_s == pytest.approx(2 * 4e3 / slowest)
+    # the profiler traces HTA reads: one per rank, with the process group's rank in them, but no GPU kernels here
+    traces = sorted(p.name for p in tmp_path.iterdir())
+    assert traces == ["rank0.json", "rank1.json"]
+    assert json.loads((tmp_path / "rank1.json").read_text())["distributedInfo"]["rank"] == 1
+    assert not overlap.has_gpu_kernels(tmp_path)
+    with pytest.raises(ValueError, match="no GPU kernels"):
+        overlap.hta_overlap(tmp_path)
+
+
+def test_one_process_trains_the_plain_model_as_the_baseline():
+    res = L.launch(L.LaunchSpec(nproc_per_node=1, args=("--mode", "train", *SMALL, "--steps", "1", "--repeats", "1",
+                                                         "--warmup", "1")), **QUIET)
+    assert res.ok, res.error
+    assert [(r["world_size"], r["ddp"]) for r in res.results] == [(1, False)]
+
+
+def test_a_variant_with_an_unknown_sync_mode_is_refused():
+    with pytest.raises(ValueError, match="sync='sometimes'"):
+        Variant(sync="sometimes")
+    with pytest.raises(ValueError, match="labels must differ"):
+        scaling.measure_variants(2, [Variant("a"), Variant("a")])
 
 
 def test_two_nodes_on_loopback_form_one_job():
     a, b = L.launch_nodes([L.LaunchSpec(nproc_per_node=1, nnodes=2, node_rank=i, timeout_s=120,
                                         args=("--mode", "grad-check", *SMALL)) for i in (0, 1)], on_line=None)
     assert a.ok and b.ok, (a.error, b.error)
-    assert a.results[0]["world_size"] == 2 and b.results[0]["rank"] == 1
-    assert "--rdzv-backend" in a.command and a.command[a.command.index("--node-rank") + 1] == "0"
+    assert a.results[0]["world_size"] == 2 and {a.results[0]["rank"], b.results[0]["rank"]} == {0, 1}
+    assert a.command[a.command.index("--rdzv-backend") + 1] == "c10d" and a.command[a.command.index("--nnodes") + 1] == "2"
+    assert a.command[a.command.index("--rdzv-endpoint") + 1] == b.command[b.command.index("--rdzv-endpoint") + 1]
 
 
 def test_a_crashing_rank_ends_the_launch_with_its_error():

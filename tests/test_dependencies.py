@@ -26,7 +26,8 @@ def environment_yml() -> dict[str, str]:
     out = {}
     text = (ROOT / "environment.yml").read_text()
     for line in text.split("\ndependencies:\n", 1)[1].splitlines():
-        m = re.match(r"^  - ([^\s:]+)\s*$", line)  # top-level conda dependencies only, not the pip section
+        # conda's own dependencies, and those of its pip section that conda-forge lacks (not pip's options)
+        m = re.match(r"^  - ([^\s:]+)\s*$", line) or re.match(r"^      - ([A-Za-z][^\s#]*)\s*(#.*)?$", line)
         if m:
             name, spec = _norm(m.group(1))
             if name not in NOT_PACKAGES:

@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
     ("notices",),
-    ("nvml", "models", "data"),
+    ("nvml", "models", "data", "ddp.protocol"),
     ("env",),
     ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.cuda_ext",
      "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.softmax", "kernels.attention", "memory.search",
-     "ddp.worker", "ddp"),
+     "ddp.worker", "ddp.overlap", "ddp.cluster"),
+    ("ddp.scaling",),
+    ("ddp",),
     ("train", "ncu", "memory.resilient", "memory.timeline"),
     ("kernels.compile_modes", "memory.precision"),
     ("memory",),
@@ -32,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("monitor.sampling",),
     ("monitor",),
     ("widgets", "exercises.common"),
-    ("exercises.nb00", "exercises.nb01", "exercises.nb02", "exercises.nb03", "exercises.nb04"),
+    ("exercises.nb00", "exercises.nb01", "exercises.nb02", "exercises.nb03", "exercises.nb04", "exercises.nb05"),
     ("exercises",),
 ]
 

@@ -54,6 +54,17 @@ def test_the_readme_table_is_written_from_results(tmp_path):
     assert "| `01_baseline` | not measured yet | not measured yet | not measured yet |" in block
 
 
+def test_a_notebook_that_needs_two_gpus_takes_its_times_from_that_node(tmp_path):
+    (tmp_path / nt.REFERENCE).write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
+                                                     "figures": {"run_s_05_ddp": 1.0}}))  # one GPU: skipped cells
+    (tmp_path / nt.MULTI_GPU_REFERENCE["05_ddp"]).write_text(json.dumps(
+        {"device": "NVIDIA H200", "date": "2026-11-23", "figures": {"run_s_05_ddp": 155.2, "max_cell_s_05_ddp": 34.1,
+                                                                     "ddp_gpus": 2.0}}))
+    block = nt.readme_block(tmp_path, notebooks=["05_ddp"])
+    assert "| `05_ddp` | 155 s ¹ | 34 s | not measured yet |" in block
+    assert "`05_ddp` on 2 × NVIDIA H200, 2026-11-23" in block
+
+
 def test_the_readme_shows_what_results_holds():
     assert nt.update_readme(check=True), "run: python3 scripts/notebook_times.py readme"
 

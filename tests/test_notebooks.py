@@ -16,7 +16,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 def test_the_course_has_its_first_notebooks():
     names = [p.stem for p in NOTEBOOKS]
-    assert names[:5] == ["00_setup", "01_baseline", "02_dataloader", "03_kernels", "04_memory"]
+    assert names[:6] == ["00_setup", "01_baseline", "02_dataloader", "03_kernels", "04_memory", "05_ddp"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

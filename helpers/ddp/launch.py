@@ -29,11 +29,14 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["RESULT_PREFIX", "LaunchSpec", "LaunchResult", "free_port", "port_in_use", "torchrun_command", "launch",
-           "launch_nodes"]
+from .protocol import RESULT_PREFIX
 
-RESULT_PREFIX = "RESULT "  # a worker prints one line "RESULT {json}" per rank
+__all__ = ["RESULT_PREFIX", "LaunchSpec", "LaunchResult", "free_port", "port_in_use", "torchrun_command", "launch",
+           "launch_nodes", "leftover_processes"]
+
 _ROOT = Path(__file__).resolve().parents[2]
+# parsed rather than shown; and the profiler library's start/stop markers, which say nothing to a reader
+_NOT_SHOWN = (RESULT_PREFIX, "USDT:")
 
 
 def free_port() -> int:
@@ -55,15 +58,19 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchSpec:
-    """One ``torchrun`` on one node. ``master_port=None`` picks a free port (single node)."""
+    """One ``torchrun`` on one node. ``master_port=None`` picks a free port (single node).
+
+    The worker is ``module`` (``python -m``), or the file ``script`` when one is given.
+    """
 
     nproc_per_node: int = 2
     nnodes: int = 1
-    node_rank: int = 0
+    node_rank: int = 0  # which node of the launch this is; the rendezvous, not this, assigns the ranks
     master_addr: str = "127.0.0.1"
     master_port: int | None = None
     rdzv_id: str | None = None
     module: str = "helpers.ddp.worker"
+    script: str | None = None  # a worker script's path, run instead of ``module``
     args: tuple[str, ...] = ()
     timeout_s: float = 300.0
 
@@ -76,10 +83,10 @@ class LaunchSpec:
 def torchrun_command(spec: LaunchSpec, *, port: int) -> list[str]:
     """The command line: ``python -m torch.distributed.run`` (what ``torchrun`` runs) with a c10d rendezvous."""
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(spec.nnodes),
-            "--nproc-per-node", str(spec.nproc_per_node), "--node-rank", str(spec.node_rank),
+            "--nproc-per-node", str(spec.nproc_per_node),  # no --node-rank: the c10d rendezvous assigns the ranks
             "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{spec.master_addr}:{port}",
             "--rdzv-id", spec.rdzv_id or "gpu-perf-lab", "--max-restarts", "0",
-            "-m", spec.module, *spec.args]
+            *([str(spec.script)] if spec.script else ["-m", spec.module]), *spec.args]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +111,10 @@ class LaunchResult:
             return "the launch did not finish within its time limit and was stopped (every process of it killed)"
         errors = [line for line in self.lines if ("Error:" in line or "Exception:" in line) and "ChildFailed" not in line
                   and "torch.distributed.elastic" not in line]
-        return errors[0].strip() if errors else f"torchrun exited with {self.returncode}"
+        if errors:
+            return errors[0].strip()
+        said = [line for line in self.lines if line.strip() and not line.startswith(_NOT_SHOWN)][-3:]
+        return f"torchrun exited with {self.returncode}" + (f"; its last lines: {' | '.join(said)}" if said else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -157,7 +167,7 @@ def launch(spec: LaunchSpec, *, on_line: Callable[[str], None] | None = print, e
                 break
             line = line.rstrip("\n")
             lines.append(line)
-            if on_line is not None and not line.startswith(RESULT_PREFIX):
+            if on_line is not None and not line.startswith(_NOT_SHOWN):
                 on_line(line)
     finally:
         if timed_out or proc.poll() is None:
@@ -191,3 +201,15 @@ def launch_nodes(specs: list[LaunchSpec], *, on_line: Callable[[str], None] | No
     for t in threads:
         t.join()
     return out  # type: ignore[return-value]
+
+
+def leftover_processes(pattern: str = "helpers.ddp.worker") -> list[str]:
+    """Processes of this user whose command line holds ``pattern`` (after a launch: none should be left)."""
+    import psutil
+
+    me, out = os.getpid(), []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if proc.info["pid"] != me and pattern in cmd:
+            out.append(f"{proc.info['pid']}: {cmd[:120]}")
+    return out

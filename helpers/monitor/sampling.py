@@ -50,7 +50,7 @@ atexit.register(stop_all)  # a kernel shutdown or restart stops the threads befo
 class Monitor:
     """Samples GPU (or host) telemetry in a background thread; plots it live; a context manager.
 
-    ``devices``: CUDA device indices to watch (default: the current one).
+    ``devices``: CUDA device indices to watch (default: the current one), or ``"all"``: every GPU of the node.
     ``live``: draw a live plotly widget (default: when running in a Jupyter kernel); ``"offscreen"``
     does all of a live plot's work without displaying it (to measure what the live plot costs).
     ``backend``/``handles``: a stand-in for ``pynvml`` and its device handles (tests).
@@ -58,7 +58,7 @@ class Monitor:
 
     def __init__(
         self,
-        devices: list[int] | None = None,
+        devices: list[int] | str | None = None,
         *,
         period_s: float = 0.25,
         live: bool | str | None = None,
@@ -106,6 +106,8 @@ class Monitor:
 
         nv = nvml.load()  # prints once why, if unavailable
         if nv is not None and torch.cuda.is_available():
+            if devices == "all":  # every GPU of the node, one set of lines each (a DDP run's ranks)
+                devices = list(range(torch.cuda.device_count()))
             devices = devices if devices is not None else [torch.cuda.current_device()]
             found = [(d, nvml.handle_for_cuda_device(d)) for d in devices]
             if all(h is not None for _, h in found):

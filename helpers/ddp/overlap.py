@@ -1,0 +1,106 @@
+"""Does the all-reduce hide behind the backward pass? One rank's profiler trace, drawn and measured.
+
+    kernels = trace_kernels("runs/05_ddp/trace/rank0.json")    # every GPU kernel: stream, start, duration, kind
+    timeline_figure("runs/05_ddp/trace/rank0.json").show()      # compute and NCCL streams, forward/backward shaded
+    hta_overlap("runs/05_ddp/trace")      # per rank: % of communication time overlapped by computation (HTA)
+
+The traces come from ``python -m helpers.ddp.worker --profile-dir DIR`` (one ``rank{r}.json`` per rank).
+The overlap is Holistic Trace Analysis's ``get_comm_comp_overlap``: of the time NCCL kernels ran,
+the share during which a computation kernel ran too. A CPU trace (gloo) has no GPU kernels: nothing to measure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+__all__ = ["trace_kernels", "trace_phases", "has_gpu_kernels", "hta_overlap", "timeline_figure"]
+
+_KIND_COLORS = {"communication": "#d62728", "computation": "#1f77b4", "memory": "#7f7f7f"}
+
+
+def _kind(name: str) -> str:
+    low = name.lower()
+    if "nccl" in low:
+        return "communication"
+    if low.startswith(("memcpy", "memset")):
+        return "memory"
+    return "computation"
+
+
+def _events(path: str | Path) -> list[dict]:
+    return json.loads(Path(path).read_text())["traceEvents"]
+
+
+def trace_kernels(path: str | Path):
+    """The GPU kernels of one rank's trace: name, stream, start and duration in µs, kind."""
+    import pandas as pd
+
+    rows = [{"name": e["name"], "stream": e.get("args", {}).get("stream", e.get("tid")), "start_us": float(e["ts"]),
+             "dur_us": float(e["dur"]), "kind": _kind(e["name"])}
+            for e in _events(path) if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    return pd.DataFrame(rows, columns=["name", "stream", "start_us", "dur_us", "kind"]).sort_values("start_us")
+
+
+def trace_phases(path: str | Path):
+    """The named ranges as the GPU ran them (``ProfilerStep#N``, forward, backward, optimizer)."""
+    import pandas as pd
+
+    rows = [{"name": e["name"], "start_us": float(e["ts"]), "dur_us": float(e["dur"])}
+            for e in _events(path) if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation"]
+    return pd.DataFrame(rows, columns=["name", "start_us", "dur_us"]).sort_values("start_us")
+
+
+def has_gpu_kernels(trace_dir: str | Path) -> bool:
+    files = sorted(Path(trace_dir).glob("rank*.json"))
+    return bool(files) and not trace_kernels(files[0]).empty
+
+
+def hta_overlap(trace_dir: str | Path):
+    """Holistic Trace Analysis's communication/computation overlap of every rank, in %.
+
+    Raises ``ValueError`` for traces without GPU kernels (a CPU run): there is no overlap to measure there.
+    """
+    if not has_gpu_kernels(trace_dir):
+        raise ValueError(f"the traces in {trace_dir} hold no GPU kernels (a CPU run with gloo?): the overlap of "
+                         "NCCL kernels with computation is measured on GPUs.")
+    from hta.trace_analysis import TraceAnalysis  # holistictraceanalysis
+
+    logging.getLogger("hta").setLevel(logging.ERROR)  # it logs every file it parses
+    df = TraceAnalysis(trace_dir=str(trace_dir)).get_comm_comp_overlap(visualize=False)
+    return df.rename(columns={"comp_comm_overlap_pctg": "communication overlapped by computation %"}).set_index("rank")
+
+
+def timeline_figure(path: str | Path, *, steps: int = 2, title: str | None = None):
+    """The last ``steps`` profiled steps of one rank: a row per CUDA stream, kernels coloured by kind."""
+    import plotly.graph_objects as go
+
+    kernels, phases = trace_kernels(path), trace_phases(path)
+    if kernels.empty:
+        raise ValueError(f"{path} holds no GPU kernels: a timeline of streams needs a trace taken on a GPU.")
+    step_rows = phases[phases["name"].str.startswith("ProfilerStep")]
+    if len(step_rows) >= steps:
+        t0 = float(step_rows["start_us"].iloc[-steps])
+        last = step_rows.iloc[-1]
+        t1 = float(last["start_us"] + last["dur_us"])
+    else:
+        t0, t1 = float(kernels["start_us"].min()), float((kernels["start_us"] + kernels["dur_us"]).max())
+    k = kernels[(kernels["start_us"] >= t0) & (kernels["start_us"] < t1)]
+    comm_streams = set(k.loc[k["kind"] == "communication", "stream"])
+    label = {s: f"stream {s} ({'NCCL' if s in comm_streams else 'compute'})" for s in k["stream"].unique()}
+    fig = go.Figure()
+    for kind, part in k.groupby("kind"):
+        fig.add_trace(go.Bar(y=[label[s] for s in part["stream"]], x=part["dur_us"] / 1e3,
+                             base=(part["start_us"] - t0) / 1e3, orientation="h", name=kind,
+                             marker_color=_KIND_COLORS.get(kind, "#999"), hovertext=part["name"].str.slice(0, 80),
+                             hoverinfo="text+x"))
+    for _, p in phases[phases["name"].isin(["forward", "backward", "optimizer"])].iterrows():
+        if t0 <= p["start_us"] < t1:
+            x0 = (p["start_us"] - t0) / 1e3
+            fig.add_vrect(x0=x0, x1=x0 + p["dur_us"] / 1e3, line_width=0, opacity=0.12,
+                          fillcolor={"forward": "#2ca02c", "backward": "#ff7f0e"}.get(p["name"], "#9467bd"),
+                          annotation_text=p["name"], annotation_position="top left")
+    fig.update_layout(title=title or f"{Path(path).stem}: the GPU's streams over {steps} steps", barmode="overlay",
+                      xaxis_title="ms", height=330, legend_title="kernels")
+    return fig

@@ -1,0 +1,193 @@
+"""Scaling and communication, measured by launching the worker: tables and plots from the ranks' results.
+
+    runs = measure_scaling([1, 2], [256, 32], image_size=224)   # one launch per GPU count, every batch in it
+    table = scaling_table(runs)          # img/s, speed-up and efficiency against one GPU, per batch
+    scaling_figure(table).show()
+
+    comm = measure_variants(2, [Variant("all-reduce", 256), Variant("no_sync", 256, sync="none")])
+    comm_share_pct(comm["all-reduce"], comm["no_sync"])     # the share of the step spent waiting on communication
+
+A step of a data-parallel job is as slow as its slowest rank: every figure here is the slowest rank's.
+One GPU is the plain model without DDP, the baseline a scaling efficiency is measured against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable, Iterable, Sequence
+
+from .launch import LaunchResult, LaunchSpec, launch
+from .protocol import Variant
+
+__all__ = ["RunStats", "WorkerSettings", "summarize", "variants_json", "run_worker", "measure_scaling", "measure_variants",
+           "efficiency_pct", "comm_share_pct", "scaling_table", "scaling_figure", "variants_table",
+           "variants_figure"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStats:
+    """One variant of one launch, as its slowest rank saw it."""
+
+    label: str
+    world_size: int
+    batch_per_rank: int
+    images_per_step: int  # per rank: batch × accumulated micro-batches
+    step_ms: float  # the slowest rank's median step
+    step_ms_min: float
+    step_ms_max: float
+    ddp: bool
+
+    @property
+    def global_img_per_s(self) -> float:
+        return self.images_per_step * self.world_size / (self.step_ms / 1e3)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """What every timed launch shares: the image size, the precision, and how long to time."""
+
+    image_size: int = 224
+    dtype: str = "bf16"
+    steps: int = 10
+    repeats: int = 5
+    warmup: int = 5
+    timeout_s: float = 240.0
+
+    def args(self) -> list[str]:
+        return ["--image-size", str(self.image_size), "--dtype", self.dtype, "--steps", str(self.steps),
+                "--repeats", str(self.repeats), "--warmup", str(self.warmup)]
+
+
+def summarize(results: Iterable[dict[str, Any]]) -> dict[str, RunStats]:
+    """``{label: RunStats}`` from a launch's ``RESULT`` lines of mode ``train`` (the slowest rank of each)."""
+    by_label: dict[str, list[dict]] = {}
+    for r in results:
+        if r.get("mode") == "train":
+            by_label.setdefault(r["label"], []).append(r)
+    out = {}
+    for label, ranks in by_label.items():
+        slow = max(ranks, key=lambda r: r["step_ms_median"])
+        out[label] = RunStats(label, slow["world_size"], slow["batch"], slow["images_per_step"],
+                              slow["step_ms_median"], min(r["step_ms_min"] for r in ranks),
+                              max(r["step_ms_max"] for r in ranks), slow["ddp"])
+    return out
+
+
+def variants_json(variants: Sequence[Variant]) -> str:
+    """The worker's ``--variants`` argument; labels must differ, since the results are matched by label."""
+    labels = [v.label for v in variants]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"variant labels must differ (got {labels}): the results are matched by label.")
+    return json.dumps([dataclasses.asdict(v) for v in variants])
+
+
+def run_worker(nproc: int, mode: str, *, settings: WorkerSettings = WorkerSettings(), extra: Sequence[str] = (),
+               on_line: Callable[[str], None] | None = print, monitor: Any = None, phase: str | None = None
+               ) -> LaunchResult:
+    """Launch the worker on ``nproc`` ranks; raise with the failing rank's own words if it fails.
+
+    ``monitor``: a :class:`helpers.monitor.Monitor`; the launch is shaded on it as ``phase``.
+    """
+    spec = LaunchSpec(nproc_per_node=nproc, args=("--mode", mode, *settings.args(), *extra), timeout_s=settings.timeout_s)
+    if monitor is not None:
+        with monitor.phase(phase or f"{nproc} rank{'s' * (nproc > 1)}: {mode}"):
+            res = launch(spec, on_line=on_line)
+    else:
+        res = launch(spec, on_line=on_line)
+    if not res.ok:
+        raise RuntimeError(f"the {nproc}-rank launch failed: {res.error}")
+    return res
+
+
+def measure_variants(nproc: int, variants: Sequence[Variant], *, settings: WorkerSettings = WorkerSettings(),
+                     extra: Sequence[str] = (), **kw) -> dict[str, RunStats]:
+    """Time each variant in one launch of ``nproc`` ranks (one start-up, the same GPUs, one after another)."""
+    res = run_worker(nproc, "train", settings=settings, extra=("--variants", variants_json(variants), *extra), **kw)
+    return summarize(res.results)
+
+
+def measure_scaling(gpu_counts: Sequence[int], batches: Sequence[int], *, settings: WorkerSettings = WorkerSettings(),
+                    **kw) -> dict[int, dict[str, RunStats]]:
+    """``{GPUs: {"batch 256": RunStats, ...}}``: one launch per GPU count, each batch in it."""
+    out = {}
+    for n in gpu_counts:
+        variants = [Variant(f"batch {b}", b) for b in batches]
+        out[n] = measure_variants(n, variants, settings=settings, phase=f"{n} GPU{'s' * (n > 1)}", **kw)
+    return out
+
+
+def efficiency_pct(one: RunStats, many: RunStats) -> float:
+    """Scaling efficiency: the img/s of ``many`` ranks against ``world_size`` times one rank's, in %."""
+    return 100 * many.global_img_per_s / (many.world_size * one.global_img_per_s)
+
+
+def comm_share_pct(synced: RunStats, local: RunStats) -> float:
+    """The share of ``synced``'s step that waits on communication: what ``local`` (``no_sync``) did not spend."""
+    return 100 * (synced.step_ms - local.step_ms) / synced.step_ms
+
+
+def scaling_table(runs: dict[int, dict[str, RunStats]]):
+    """One row per (batch, GPUs): step, img/s, speed-up and efficiency against one GPU at the same batch."""
+    import pandas as pd
+
+    if 1 not in runs:
+        raise ValueError("a scaling table needs the one-GPU run as its baseline (gpu_counts must include 1).")
+    rows = []
+    for label, one in runs[1].items():
+        for n, stats in sorted(runs.items()):
+            s = stats[label]
+            rows.append({"batch per GPU": s.batch_per_rank, "GPUs": n, "step ms": s.step_ms,
+                         "step ms (min–max)": f"{s.step_ms_min:.1f}–{s.step_ms_max:.1f}",
+                         "img/s": s.global_img_per_s, "speed-up": s.global_img_per_s / one.global_img_per_s,
+                         "efficiency %": efficiency_pct(one, s)})
+    return pd.DataFrame(rows).set_index(["batch per GPU", "GPUs"])
+
+
+def scaling_figure(table, *, title: str = "Data-parallel scaling"):
+    """img/s against GPUs for each batch, beside the ideal (one GPU's img/s times the GPUs); efficiency beside."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("img/s (dashed: perfect scaling)", "efficiency %"))
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    for i, (batch, part) in enumerate(table.groupby(level="batch per GPU", sort=False)):
+        gpus = part.index.get_level_values("GPUs")
+        c = colors[i % len(colors)]
+        one = float(part["img/s"].iloc[0])
+        fig.add_trace(go.Scatter(x=list(gpus), y=part["img/s"], mode="lines+markers", name=f"batch {batch} per GPU",
+                                 line_color=c), row=1, col=1)
+        fig.add_trace(go.Scatter(x=list(gpus), y=[one * g for g in gpus], mode="lines", line=dict(color=c, dash="dash"),
+                                 showlegend=False, hoverinfo="skip"), row=1, col=1)
+        fig.add_trace(go.Bar(x=[f"{g} GPU{'s' * (g > 1)}" for g in gpus], y=part["efficiency %"], marker_color=c,
+                             name=f"batch {batch}", showlegend=False), row=1, col=2)
+    fig.update_xaxes(title_text="GPUs", dtick=1, row=1, col=1)
+    fig.update_yaxes(range=[0, 105], row=1, col=2)
+    fig.update_layout(title=title, height=380, barmode="group")
+    return fig
+
+
+def variants_table(stats: dict[str, RunStats], *, local: str | None = None):
+    """Each variant's step and img/s; with ``local`` (the ``no_sync`` run), the time each adds for communication."""
+    import pandas as pd
+
+    rows = []
+    for label, s in stats.items():
+        row = {"variant": label, "images per optimizer step": s.images_per_step, "step ms": s.step_ms,
+               "ms per image": s.step_ms / s.images_per_step, "img/s": s.global_img_per_s}
+        if local is not None:
+            base = stats[local]
+            exposed = s.step_ms / s.images_per_step - base.step_ms / base.images_per_step
+            row["communication not hidden, ms per image"] = exposed
+            row["share of the step %"] = 100 * exposed / (s.step_ms / s.images_per_step)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("variant")
+
+
+def variants_figure(table, *, title: str):
+    """Time per image of each variant, as bars."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=list(table.index), y=table["ms per image"] * 1e3, marker_color="#1f77b4"))
+    fig.update_layout(title=title, yaxis_title="µs per image (slowest rank)", height=360)
+    return fig

@@ -1,0 +1,200 @@
+"""05_ddp's exercises: a worker made correct for DDP, and the efficiency at a small batch predicted.
+
+    from helpers.exercises import nb05 as checks
+    checks.check_ddp_worker("runs/05_ddp/my_worker.py")          # runs it as two nodes on 127.0.0.1
+    checks.check_predicted_efficiency(predicted_efficiency_pct)
+
+Try the exercises before reading the reference solutions below.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from ..ddp.launch import LaunchSpec, launch_nodes
+from .common import CheckResult, failed, not_done
+
+__all__ = ["DATASET_SIZE", "WORKER_SOLUTION", "solution_worker", "check_ddp_worker", "predicted_efficiency_pct",
+           "check_predicted_efficiency"]
+
+# -- exercise 1: a worker that is correct under DDP ------------------------------------------------------
+
+DATASET_SIZE = 64  # the exercise's data set: items 0..63
+
+WORKER_SOLUTION = '''\
+"""A DDP worker: a small model on 64 items for 2 epochs, then one checkpoint.  torchrun ... my_worker.py OUT_DIR"""
+import gc
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+from helpers.ddp import report  # one line per rank, collected by the notebook
+
+
+def train(out_dir):
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    data = TensorDataset(torch.arange(64), torch.randn(64, 8), torch.randn(64, 1))  # (item number, input, target)
+    sampler = DistributedSampler(data)  # this rank's shard: rank and world size come from the process group
+    loader = DataLoader(data, batch_size=8, sampler=sampler)  # the sampler shuffles: no shuffle=True here
+    model = DDP(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
+        seen = []
+        for idx, x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            seen += idx.tolist()
+        report({"rank": rank, "epoch": epoch, "seen": seen, "loss": loss.item()})
+    if rank == 0:  # the global rank: one writer in the whole job (local rank 0 exists on every node)
+        os.makedirs(out_dir, exist_ok=True)
+        torch.save(model.module.state_dict(), os.path.join(out_dir, "checkpoint.pt"))  # without DDP's "module."
+    dist.barrier()  # nobody reads the checkpoint before it is written
+
+
+dist.init_process_group("gloo")  # the CPU backend: this exercise runs on any machine
+train(sys.argv[1])
+gc.collect()  # free what DDP held (its reference cycles hold the process group) before destroying the group
+dist.destroy_process_group()
+'''
+
+
+def solution_worker() -> Path:
+    """The reference worker, written to a temporary file (what the notebook runs when yours is not done)."""
+    path = Path(tempfile.mkdtemp(prefix="ddp-worker-")) / "reference_worker.py"
+    path.write_text(WORKER_SOLUTION)
+    return path
+
+
+def _run_two_nodes(path: Path, out: Path, timeout_s: float):
+    """The worker as two "nodes" of one process each on 127.0.0.1: every rank has LOCAL_RANK 0, as on a cluster."""
+    specs = [LaunchSpec(nproc_per_node=1, nnodes=2, node_rank=r, script=str(path), args=(str(out / f"node{r}"),),
+                        timeout_s=timeout_s) for r in (0, 1)]
+    return launch_nodes(specs, on_line=None)
+
+
+def _worker_problem(results_by_node: list[list[dict]], out: Path) -> str | None:
+    """What is wrong with the worker's run, in words; ``None`` when it is right."""
+    epochs: dict[tuple[int, int], list[int]] = {}
+    rank_of_node: dict[str, int] = {}  # the rendezvous, not the node's number, decides each process's rank
+    for node, results in enumerate(results_by_node):
+        for r in results:
+            if {"rank", "epoch", "seen"} <= r.keys():
+                epochs[(int(r["rank"]), int(r["epoch"]))] = [int(i) for i in r["seen"]]
+                rank_of_node[f"node{node}"] = int(r["rank"])
+    want = {(rank, epoch) for rank in (0, 1) for epoch in (0, 1)}
+    if set(epochs) != want:
+        return ("the ranks did not report two epochs each: keep the report({'rank': ..., 'epoch': ..., 'seen': ...}) "
+                "line at the end of each epoch.")
+    everything = set(range(DATASET_SIZE))
+    for epoch in (0, 1):
+        a, b = epochs[(0, epoch)], epochs[(1, epoch)]
+        if len(a) == DATASET_SIZE or len(b) == DATASET_SIZE:
+            return (f"in epoch {epoch} a rank saw all {DATASET_SIZE} items: every rank trains on the whole data set, "
+                    "so each epoch does the work of two and no rank's data differs. Give the DataLoader a "
+                    "DistributedSampler(data) (and drop shuffle=True: the sampler shuffles).")
+        if sorted(a) == sorted(b):
+            return (f"in epoch {epoch} both ranks saw the same {len(a)} items. On two nodes both processes have "
+                    "LOCAL_RANK 0: the sampler needs the global rank, dist.get_rank(), which DistributedSampler "
+                    "uses when you do not pass rank=.")
+        if set(a) & set(b) or set(a) | set(b) != everything:
+            return (f"in epoch {epoch} the ranks' items overlap or miss some: each item must be seen exactly once per "
+                    "epoch across the ranks (one DistributedSampler per rank, over the same data set).")
+    if epochs[(0, 0)] == epochs[(0, 1)]:
+        return ("every epoch repeats the first one's order: call sampler.set_epoch(epoch) at the start of each epoch "
+                "(the sampler's shuffle is seeded with the epoch number).")
+    saved = sorted(p for p in out.rglob("*") if p.is_file())
+    if not saved:
+        return "no checkpoint was written: save one, from the process whose global rank is 0."
+    if len(saved) > 1:
+        return (f"{len(saved)} checkpoints were written, one per rank. On a cluster they are one file written by "
+                "several processes at once (and `LOCAL_RANK == 0` is true on every node): save only where "
+                "dist.get_rank() == 0.")
+    if rank_of_node.get(saved[0].parent.name) != 0:
+        return "the checkpoint was written by rank 1: save where dist.get_rank() == 0."
+    import torch
+
+    state = torch.load(saved[0], map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or any(str(k).startswith("module.") for k in state):
+        return ("the checkpoint's keys start with 'module.' (DDP's wrapper): save model.module.state_dict(), which "
+                "a plain model loads without DDP.")
+    return None
+
+
+def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResult:
+    """Run the worker at ``path`` as two nodes on this machine and check what each rank did.
+
+    Its ``value`` is the worker's path when it passed, else the reference worker's.
+    """
+    name = "a worker that is correct under DDP"
+    path = Path(path)
+    if not path.is_file():
+        return not_done(name, solution_worker(), f"write the worker first: {path} does not exist yet (run the "
+                                                 "%%writefile cell above).")
+    out = Path(tempfile.mkdtemp(prefix="ddp-exercise-"))
+    nodes = _run_two_nodes(path, out, timeout_s)
+    bad = next((n for n in nodes if not n.ok), None)
+    if bad is not None:
+        return failed(name, solution_worker(), f"the worker failed: {bad.error}")
+    problem = _worker_problem([list(n.results) for n in nodes], out)
+    if problem:
+        return failed(name, solution_worker(), problem[0].upper() + problem[1:])
+    return CheckResult(name, "passed", "Each rank saw its own half of the data, a new order each epoch, and one "
+                                       "checkpoint was written, by rank 0, loadable without DDP.", path)
+
+
+# -- exercise 2: predict the efficiency at a small batch ---------------------------------------------------
+
+def predicted_efficiency_pct(compute_ms: float, allreduce_ms: float, hidden_fraction: float) -> float:
+    """Reference: each rank computes as one GPU does; what the all-reduce adds is the part backward does not hide."""
+    return 100 * compute_ms / (compute_ms + (1 - hidden_fraction) * allreduce_ms)
+
+
+_WRONG: list[tuple[Callable[[float, float, float], float], str]] = [
+    (lambda c, a, h: c / (c + (1 - h) * a),
+     "it returns a fraction: return the efficiency in percent (0–100)."),
+    (lambda c, a, h: 100 * c / (c + a),
+     "it leaves out the hidden share: only the part of the all-reduce that backward does not hide, "
+     "(1 − hidden_fraction) × allreduce_ms, adds to the step."),
+    (lambda c, a, h: 100 * c / (c + h * a),
+     "hidden_fraction is the share that overlaps computation: what adds to the step is the rest, (1 − hidden_fraction)."),
+    (lambda c, a, h: 100 * (1 - (1 - h) * a / c),
+     "1 − exposed/compute is a first-order guess: the efficiency is one GPU's step over the DDP step, "
+     "compute / (compute + exposed)."),
+    (lambda c, a, h: 100 * (c + (1 - h) * a) / c,
+     "it is upside down: the efficiency is at most 100%, one GPU's step over the longer DDP step."),
+]
+
+
+def check_predicted_efficiency(fn: Callable[[float, float, float], float]) -> CheckResult:
+    """Test ``fn(compute_ms, allreduce_ms, hidden_fraction) -> %`` on fresh numbers; name a known mistake."""
+    name = "predict the efficiency of two GPUs"
+    rng = random.Random()
+    cases = [(rng.uniform(1, 60), rng.uniform(0.2, 20), rng.uniform(0, 0.95)) for _ in range(6)] + [(10.0, 4.0, 0.0)]
+    try:
+        got = [float(fn(*c)) for c in cases]
+    except NotImplementedError:
+        return not_done(name, predicted_efficiency_pct, "Write predicted_efficiency_pct, then run this cell again.")
+    except Exception as e:  # the learner's code: any error is theirs to see
+        return failed(name, predicted_efficiency_pct, f"it raised {type(e).__name__}: {e}")
+    want = [predicted_efficiency_pct(*c) for c in cases]
+    if all(math.isclose(g, w, rel_tol=1e-6) for g, w in zip(got, want)):
+        return CheckResult(name, "passed", "Right on fresh numbers. Now compare it with what two GPUs measure.", fn)
+    for wrong, why in _WRONG:
+        if all(math.isclose(g, wrong(*c), rel_tol=1e-6) for g, c in zip(got, cases)):
+            return failed(name, predicted_efficiency_pct, f"Not yet: {why}")
+    c, g, w = cases[-1], got[-1], want[-1]
+    return failed(name, predicted_efficiency_pct, f"For compute {c[0]} ms, all-reduce {c[1]} ms, nothing hidden it "
+                                                  f"gave {g:.4g}; the efficiency there is {w:.4g}%.")

@@ -1,0 +1,141 @@
+"""05_ddp's analysis on known inputs: scaling tables, the communication share, HTA's overlap of a trace whose
+answer is known, the cluster commands and Slurm script, and the exercises' checks against known-wrong answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers.ddp import cluster, overlap, scaling
+from helpers.ddp.scaling import RunStats
+from helpers.exercises import nb05
+
+
+def _stats(label, world, batch, step_ms, ddp=True):
+    return RunStats(label, world, batch, batch, step_ms, step_ms * 0.9, step_ms * 1.1, ddp)
+
+
+def test_efficiency_and_the_scaling_table():
+    runs = {1: {"batch 256": _stats("batch 256", 1, 256, 30.0, False), "batch 32": _stats("batch 32", 1, 32, 4.0, False)},
+            2: {"batch 256": _stats("batch 256", 2, 256, 31.0), "batch 32": _stats("batch 32", 2, 32, 6.0)}}
+    assert scaling.efficiency_pct(runs[1]["batch 256"], runs[2]["batch 256"]) == pytest.approx(100 * 30 / 31)
+    table = scaling.scaling_table(runs)
+    assert table.loc[(32, 2), "efficiency %"] == pytest.approx(100 * 4 / 6)
+    assert table.loc[(32, 2), "speed-up"] == pytest.approx(2 * 4 / 6)
+    assert table.loc[(256, 1), "efficiency %"] == pytest.approx(100)
+    assert table.loc[(256, 2), "img/s"] == pytest.approx(2 * 256 / 0.031)
+    fig = scaling.scaling_figure(table)
+    assert len(fig.data) == 6  # per batch: measured, ideal, efficiency bars
+    with pytest.raises(ValueError, match="one-GPU run"):
+        scaling.scaling_table({2: runs[2]})
+
+
+def test_communication_share_per_image_accounts_for_accumulation():
+    stats = {"local": _stats("local", 2, 256, 30.0), "synced": _stats("synced", 2, 256, 32.0),
+             "accumulated": RunStats("accumulated", 2, 64, 256, 34.0, 33.0, 35.0, True)}
+    assert scaling.comm_share_pct(stats["synced"], stats["local"]) == pytest.approx(100 * 2 / 32)
+    table = scaling.variants_table(stats, local="local")
+    assert table.loc["synced", "communication not hidden, ms per image"] == pytest.approx(2 / 256)
+    assert table.loc["accumulated", "ms per image"] == pytest.approx(34 / 256)
+    assert table.loc["local", "share of the step %"] == pytest.approx(0)
+    assert len(scaling.variants_figure(table, title="t").data) == 1
+
+
+def _fake_traces(d: Path) -> Path:
+    """Two ranks' traces: compute 1000–1200 µs, NCCL 1150–1250 µs: half the communication overlapped."""
+    d.mkdir(exist_ok=True)
+    for rank in (0, 1):
+        kernels = [("sm90_xmma_gemm_bf16", 1000, 100, 7), ("sm90_xmma_gemm_bf16", 1100, 100, 7),
+                   ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 1150, 100, 20), ("Memcpy DtoD", 1300, 10, 7)]
+        ev = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": s, "ts": t, "dur": dur,
+               "args": {"stream": s, "device": 0, "correlation": i, "External id": i}}
+              for i, (n, t, dur, s) in enumerate(kernels)]
+        ev += [{"ph": "X", "cat": "gpu_user_annotation", "name": n, "pid": 0, "tid": 7, "ts": t, "dur": dur, "args": {}}
+               for n, t, dur in (("ProfilerStep#1", 1000, 400), ("backward", 1100, 200))]
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 990, "dur": 5,
+                   "args": {"External id": 0}})
+        trace = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+                 "traceEvents": ev, "deviceProperties": [], "baseTimeNanoseconds": 0}
+        (d / f"rank{rank}.json").write_text(json.dumps(trace))
+    return d
+
+
+def test_hta_measures_the_overlap_of_a_trace_with_a_known_answer(tmp_path):
+    d = _fake_traces(tmp_path / "trace")
+    kernels = overlap.trace_kernels(d / "rank0.json")
+    assert list(kernels["kind"]) == ["computation", "computation", "communication", "memory"]
+    assert overlap.has_gpu_kernels(d)
+    df = overlap.hta_overlap(d)
+    assert list(df.index) == [0, 1]
+    assert df["communication overlapped by computation %"].tolist() == pytest.approx([50.0, 50.0])
+    fig = overlap.timeline_figure(d / "rank0.json", steps=1)
+    assert {t.name for t in fig.data} == {"computation", "communication", "memory"}
+    assert any("NCCL" in y for t in fig.data for y in t.y)
+
+
+def test_cluster_commands_and_a_slurm_script_that_parses(tmp_path):
+    job = cluster.ClusterJob(nnodes=3, gpus_per_node=4, head="gpu-07", port=29611)
+    lines = cluster.node_commands(job)
+    assert len(lines) == 3 and len({line.splitlines()[1] for line in lines}) == 1  # the same command on every node
+    cmd = lines[0].splitlines()[1]
+    for part in ("--nnodes 3", "--nproc-per-node 4", "--rdzv-backend c10d", "--rdzv-endpoint gpu-07:29611",
+                 "-m helpers.ddp.worker"):
+        assert part in cmd
+    path = cluster.write_slurm_script(tmp_path / "sub" / "ddp.sbatch", job, partition="gpu", time="00:05:00")
+    text = path.read_text()
+    assert "#SBATCH --nodes=3" in text and "#SBATCH --gpus-per-node=4" in text and "#SBATCH --partition=gpu" in text
+    assert '--rdzv-endpoint "$head_node:$MASTER_PORT"' in text and "export MASTER_PORT=29611" in text
+    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
+    with pytest.raises(ValueError, match="port"):
+        cluster.ClusterJob(port=80)
+
+
+def test_prediction_check_passes_the_formula_and_names_known_mistakes():
+    assert nb05.check_predicted_efficiency(nb05.predicted_efficiency_pct).passed
+    wrongs = {
+        "percent": lambda c, a, h: c / (c + (1 - h) * a),
+        "hidden share": lambda c, a, h: 100 * c / (c + a),
+        "the rest": lambda c, a, h: 100 * c / (c + h * a),
+        "upside down": lambda c, a, h: 100 * (c + (1 - h) * a) / c,
+    }
+    for phrase, fn in wrongs.items():
+        res = nb05.check_predicted_efficiency(fn)
+        assert res.status == "failed" and phrase in res.message, (phrase, res.message)
+        assert res.value is nb05.predicted_efficiency_pct
+    other = nb05.check_predicted_efficiency(lambda c, a, h: 42.0)
+    assert other.status == "failed" and "71.43%" in other.message
+
+
+def _worker(tmp_path, old="", new="") -> Path:
+    assert old in nb05.WORKER_SOLUTION
+    path = tmp_path / "worker.py"
+    path.write_text(nb05.WORKER_SOLUTION.replace(old, new))
+    return path
+
+
+def test_the_reference_worker_passes_and_a_missing_one_is_not_done(tmp_path):
+    res = nb05.check_ddp_worker(_worker(tmp_path))
+    assert res.passed, res.message
+    assert res.value == tmp_path / "worker.py"
+    missing = nb05.check_ddp_worker(tmp_path / "nope.py")
+    assert missing.status == "not done" and missing.value.read_text() == nb05.WORKER_SOLUTION
+
+
+@pytest.mark.parametrize("old, new, phrase", [
+    ("loader = DataLoader(data, batch_size=8, sampler=sampler)", "loader = DataLoader(data, batch_size=8, shuffle=True)",
+     "saw all 64 items"),
+    ("sampler = DistributedSampler(data)", "sampler = DistributedSampler(data, rank=int(os.environ['LOCAL_RANK']))",
+     "LOCAL_RANK 0"),
+    ("    sampler.set_epoch(epoch)", "    pass", "set_epoch(epoch)"),
+    ("if rank == 0:", "if int(os.environ['LOCAL_RANK']) == 0:", "2 checkpoints"),
+    ("model.module.state_dict()", "model.state_dict()", "'module.'"),
+    ("loader = DataLoader(data, batch_size=8, sampler=sampler)",
+     "loader = DataLoader(data, batch_size=8, sampler=sampler, shuffle=True)", "mutually exclusive"),
+])
+def test_known_wrong_workers_are_rejected_with_what_to_change(tmp_path, old, new, phrase):
+    res = nb05.check_ddp_worker(_worker(tmp_path, old, new))
+    assert res.status == "failed" and phrase in res.message, res.message
+    assert res.value.read_text() == nb05.WORKER_SOLUTION
