@@ -112,14 +112,13 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
     rows, others = [], []
     for nb in notebooks:
         name = MULTI_GPU_REFERENCE.get(nb, REFERENCE)
-        ff = (full if name == REFERENCE else read(name))["figures"]
-        mark = "" if name == REFERENCE else " ¹"
+        data = full if name == REFERENCE else read(name)
+        ff, mark = data["figures"], "" if name == REFERENCE else " ¹"
         rows.append(f"| `{nb}` | {_secs(ff.get(f'run_s_{nb}'))}{mark} | {_secs(ff.get(f'max_cell_s_{nb}'))} | "
                     f"{_secs(sf.get(f'run_s_{nb}'))} |")
-        if name != REFERENCE:
-            other = read(name)
-            gpus = int(other["figures"].get("ddp_gpus", 2))
-            others.append(f"`{nb}` on {gpus} × {other.get('device', name)}, {other.get('date', '-')} (`results/{name}`)")
+        if mark:
+            gpus = int(ff.get("ddp_gpus", 2))
+            others.append(f"`{nb}` on {gpus} × {data.get('device', name)}, {data.get('date', '-')} (`results/{name}`)")
     fb, sb = BUDGETS["full"], BUDGETS["smoke"]
     where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`)"
              + (f"; ¹ needs several GPUs of one node: {'; '.join(others)}" if others else "") +

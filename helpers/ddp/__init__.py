@@ -7,11 +7,11 @@
     cluster.node_commands(cluster.ClusterJob(nnodes=2))  # the same worker on many nodes; a Slurm script
 
     # the ranks run: python -m helpers.ddp.worker (helpers/ddp/worker.py); a worker script reports with:
-    from helpers.ddp import report                       # one RESULT line per rank, collected by launch()
+    from helpers.ddp import report, shutdown             # one RESULT line per rank, collected by launch(); the end
 """
 
 from . import cluster, launch, overlap, protocol, scaling
-from .protocol import Variant, report
+from .protocol import Variant, report, shutdown
 
 # the worker module is not imported here: torchrun runs it as __main__ (python -m helpers.ddp.worker)
-__all__ = ["launch", "scaling", "overlap", "cluster", "protocol", "Variant", "report"]
+__all__ = ["launch", "scaling", "overlap", "cluster", "protocol", "Variant", "report", "shutdown"]

@@ -17,16 +17,14 @@ from pathlib import Path
 
 __all__ = ["trace_kernels", "trace_phases", "has_gpu_kernels", "hta_overlap", "timeline_figure"]
 
-_KIND_COLORS = {"communication": "#d62728", "computation": "#1f77b4", "memory": "#7f7f7f"}
+_KIND_COLORS = {"communication": "#d62728", "computation": "#1f77b4", "memory": "#7f7f7f", "other": "#bcbd22"}
 
 
 def _kind(name: str) -> str:
-    low = name.lower()
-    if "nccl" in low:
-        return "communication"
-    if low.startswith(("memcpy", "memset")):
-        return "memory"
-    return "computation"
+    """HTA's own kind of kernel (communication, memory, computation, other): the timeline shows what it counts."""
+    from hta.utils.utils import get_kernel_type
+
+    return get_kernel_type(name).lower()
 
 
 def _events(path: str | Path) -> list[dict]:

@@ -1,7 +1,8 @@
 """What the worker and the notebook agree on: the ``RESULT`` lines, progress lines, and a training :class:`Variant`.
 
-    from helpers.ddp import report
+    from helpers.ddp import report, shutdown
     report({"rank": rank, "epoch": epoch, "seen": seen})   # in a worker: one line that launch() collects
+    shutdown()                                             # the worker's last line: the process group closed
 
 Kept apart from the worker module so that ``python -m helpers.ddp.worker`` does not import that module
 twice (once through the package, once as ``__main__``).
@@ -14,7 +15,7 @@ import json
 import os
 import sys
 
-__all__ = ["RESULT_PREFIX", "SYNC_MODES", "report", "log", "Variant"]
+__all__ = ["RESULT_PREFIX", "SYNC_MODES", "report", "log", "shutdown", "Variant"]
 
 RESULT_PREFIX = "RESULT "  # a worker prints one line "RESULT {json}" per rank
 
@@ -30,14 +31,32 @@ def report(obj: dict) -> None:
     line = (RESULT_PREFIX + json.dumps(obj) + "\n").encode()
     if len(line) > 4000:
         raise ValueError(f"a rank's result is {len(line)} bytes; keep it under 4000 so it reaches the notebook whole.")
-    sys.stdout.flush()
-    os.write(sys.stdout.fileno(), line)
+    _write_whole(line)
 
 
 def log(rank: int, world: int, text: str) -> None:
     """A progress line, tagged with the rank, written whole (see :func:`report`)."""
+    _write_whole(f"[rank {rank}/{world}] {text}\n".encode())
+
+
+def _write_whole(line: bytes) -> None:
     sys.stdout.flush()
-    os.write(sys.stdout.fileno(), f"[rank {rank}/{world}] {text}\n".encode())
+    os.write(sys.stdout.fileno(), line)
+
+
+def shutdown() -> None:
+    """End a worker's process group: ``dist.destroy_process_group()``, after freeing what DDP held.
+
+    A DDP model's reference cycles keep the process group alive; a gloo group destroyed while still
+    held can abort the process at exit ("terminate called without an active exception"). Collecting
+    them first lets the group close cleanly.
+    """
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()
+    dist.destroy_process_group()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,7 +44,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import record_function
 
 from ..models import ReferenceCNN
-from .protocol import Variant, log as _log, report
+from .protocol import Variant, log as _log, report, shutdown
 
 __all__ = ["main"]
 
@@ -270,10 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.barrier()  # no rank tears the group down while another still uses it
     finally:
         if not failing:
-            # DDP's reference cycles hold the process group: free them first, or a gloo group destroyed
-            # while still held can abort the process at exit ("terminate called without an active exception")
-            gc.collect()
-            dist.destroy_process_group()
+            shutdown()
     return 0
 
 

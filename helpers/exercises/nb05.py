@@ -27,7 +27,6 @@ DATASET_SIZE = 64  # the exercise's data set: items 0..63
 
 WORKER_SOLUTION = '''\
 """A DDP worker: a small model on 64 items for 2 epochs, then one checkpoint.  torchrun ... my_worker.py OUT_DIR"""
-import gc
 import os
 import sys
 
@@ -37,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from helpers.ddp import report  # one line per rank, collected by the notebook
+from helpers.ddp import report, shutdown  # report: one line per rank, collected by the notebook
 
 
 def train(out_dir):
@@ -66,8 +65,7 @@ def train(out_dir):
 
 dist.init_process_group("gloo")  # the CPU backend: this exercise runs on any machine
 train(sys.argv[1])
-gc.collect()  # free what DDP held (its reference cycles hold the process group) before destroying the group
-dist.destroy_process_group()
+shutdown()  # dist.destroy_process_group(), after freeing what DDP held
 '''
 
 
