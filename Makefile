@@ -2,14 +2,20 @@
 #   make lab       open the curriculum in JupyterLab (sets up .venv on first use)
 #   make test      unit tests + every notebook at smoke scale (what CI runs)
 #   make test-gpu  every notebook at full scale on a GPU node; writes results/<gpu>.json
-#   make time-smoke  every notebook at smoke scale, timed; writes results/smoke.json and README's run-time table
+#   make time-smoke  every notebook at smoke scale, timed; writes results/smoke.json (or smoke-avx2.json on an
+#                    AVX2-only CPU) and README's run-time table
+#   make time-smoke-avx2   the same with PyTorch's and oneDNN's CPU kernels limited to AVX2, on any x86 machine
+#   make time-fresh-clone  `make test` in a fresh clone with AVX2 only, timed; recorded in results/smoke-avx2.json
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-unit test-notebooks test-gpu time-smoke wheelhouse clean
+.PHONY: lab test test-unit test-notebooks test-gpu time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
+
+# The slower CPU many learners have: no AVX-512, so no bf16 instructions.
+AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	PYTHON=$(PYTHON) VENV=$(VENV) scripts/bootstrap.sh
@@ -34,6 +40,12 @@ time-smoke: $(STAMP)
 	rm -rf build/smoke
 	HELPERS_SCALE=smoke HELPERS_EXECUTED_DIR=build/smoke $(PY) -m pytest -q --nbval-lax --nbval-current-env notebooks
 	$(PY) scripts/notebook_times.py record build/smoke/timings.json
+
+time-smoke-avx2: $(STAMP)
+	$(AVX2_ONLY) $(MAKE) --no-print-directory time-smoke
+
+time-fresh-clone: $(STAMP)
+	$(AVX2_ONLY) scripts/time_fresh_clone.sh
 
 wheelhouse:
 	scripts/wheelhouse.sh .whl

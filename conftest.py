@@ -76,5 +76,6 @@ def pytest_sessionfinish(session):
         nbformat.write(nb, out / Path(key).name)
     from helpers import env
 
-    record = {"scale": env.scale(), "notebooks": timings()}
+    # The CPU's kernels decide a smoke run's times (AVX2 only emulates bf16): the record says which it had.
+    record = {"scale": env.scale(), "cpu_capability": env.cpu_capability(), "notebooks": timings()}
     (out / "timings.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -10,6 +10,7 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     notices                                          say a thing once
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     env                                              where am I running, at what scale
+    timebox                                          every search, sweep and measured window stops in time
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext ·
     memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
@@ -51,6 +52,7 @@ if not _torch.cuda.is_available():
 from . import notices  # noqa: E402
 from . import data, models, nvml  # noqa: E402
 from . import env  # noqa: E402
+from . import timebox  # noqa: E402
 from . import augment, bench, preflight, results  # noqa: E402
 from . import loaders, profiling  # noqa: E402
 from . import ddp  # noqa: E402
@@ -61,5 +63,5 @@ from . import monitor  # noqa: E402
 from . import exercises, widgets  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["notices", "nvml", "models", "data", "env", "bench", "augment", "preflight", "results", "loaders",
+__all__ = ["notices", "nvml", "models", "data", "env", "timebox", "bench", "augment", "preflight", "results", "loaders",
            "profiling", "ddp", "train", "ncu", "ncu_target", "roofline", "kernels", "memory", "monitor", "widgets", "exercises"]

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from . import env
+from . import env, timebox
 
 __all__ = [
     "Measurement",
@@ -69,31 +69,48 @@ def _device_of(device: torch.device | str | None) -> torch.device:
     return torch.device(device) if device is not None else env.device()
 
 
+#: The fewest repeats a timing's median and quartiles are taken from (when its time box cuts it short).
+MIN_REPEATS = 3
+
+
 def time_it(
     fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device: torch.device | str | None = None
 ) -> Measurement:
-    """Time ``fn()`` ``repeats`` times after ``warmup`` calls; CUDA events on a GPU, ``perf_counter`` on a CPU."""
+    """Time ``fn()`` ``repeats`` times after ``warmup`` calls; CUDA events on a GPU, ``perf_counter`` on a CPU.
+
+    The repeats stop early at the ``timing_repeats`` time box (:mod:`helpers.timebox`), never below
+    :data:`MIN_REPEATS`: a call too slow for that many in the box is still timed that many times, and the line
+    the box prints says so.
+    """
     if warmup < 0 or repeats < 1:
         raise ValueError(f"time_it needs warmup ≥ 0 and repeats ≥ 1 (got warmup={warmup}, repeats={repeats}).")
     dev = _device_of(device)
     for _ in range(warmup):
         fn()
+    # The minimum is kept even past the box: a median needs a few repeats, and one call's cost is bounded by the
+    # caller's choice of size. The box trims the repeats beyond it, and says so once per process.
+    win = timebox.window("timing_repeats", planned=repeats, minimum=MIN_REPEATS, keep_minimum=True, unit="repeats",
+                         say="once")
     times: list[float] = []
     if dev.type == "cuda":
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
         torch.cuda.synchronize(dev)
         for s, e in zip(starts, ends):
+            if not win.more():  # the host's clock: launches run ahead of the GPU, so the box is a safety net here
+                break
             s.record()
             fn()
             e.record()
+            win.tick()
         torch.cuda.synchronize(dev)  # note: events are read only after the GPU has reached them
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        times = [s.elapsed_time(e) for s, e in list(zip(starts, ends))[:win.done]]
     else:
-        for _ in range(repeats):
+        while win.more():
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
+            win.tick()
     return Measurement.of(times)
 
 

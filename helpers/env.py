@@ -40,6 +40,10 @@ __all__ = [
     "today",
     "usable_cpus",
     "cpu_model",
+    "cpu_capability",
+    "native_precision",
+    "resolve_dtype",
+    "autocast_dtype",
 ]
 
 Scale = Literal["smoke", "full"]
@@ -128,6 +132,83 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_capability() -> str:
+    """The vector instructions PyTorch's CPU kernels use here (``"AVX512"``, ``"AVX2"``, ...), and oneDNN's limit
+    when ``ONEDNN_MAX_CPU_ISA`` sets one: ``"AVX2"`` or ``"AVX512 (oneDNN ≤ AVX2)"``."""
+    import torch
+
+    cap = torch.backends.cpu.get_cpu_capability()
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip()
+    return f"{cap} (oneDNN ≤ {isa})" if isa and isa.upper() != cap.upper() else cap
+
+
+def native_precision(dtype: str, device: "torch.device | str") -> bool:  # noqa: F821
+    """Whether ``device`` computes ``dtype`` ("bf16" or "fp16") in hardware rather than emulating it.
+
+    A GPU without bf16 (before Ampere: a T4, a V100) emulates it; ``torch.cuda.is_bf16_supported()`` counts
+    emulation as support unless told not to. A CPU needs AVX-512 bf16 or AMX (and PyTorch's and oneDNN's
+    kernels allowed to use them: ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` forbids it); without,
+    bf16 runs many times slower than fp32.
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dtype == "fp32":
+        return True
+    if dev.type == "cuda":
+        if dtype == "bf16":
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        return True  # fp16 tensor cores since Volta
+    if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
+        return False
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ("SSE41", "AVX", "AVX2", "AVX2_VNNI"):
+        return False
+    if dtype == "bf16":
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return torch.cpu._is_amx_fp16_supported()
+
+
+def resolve_dtype(dtype: str, device: "torch.device | str") -> str:  # noqa: F821
+    """The precision the course runs for ``dtype`` on ``device``: itself where the hardware has it, else the
+    nearest it has, said once.
+
+    bf16 on a GPU without it (a T4) runs as fp16, which the training loop pairs with ``GradScaler``; bf16 or
+    fp16 on a CPU without them runs as fp32 (emulated, they would take a notebook's whole time budget).
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dtype not in ("bf16", "fp16") or native_precision(dtype, dev):
+        return dtype
+    if dev.type == "cuda":
+        name = torch.cuda.get_device_name(dev)
+        major, minor = torch.cuda.get_device_capability(dev)
+        say_once("no-bf16-gpu",
+                 f"{name} (compute capability {major}.{minor}) has no bf16 arithmetic: the course's bf16 steps run in "
+                 "fp16 with torch.amp.GradScaler('cuda') here, which keeps small gradients from rounding to zero. "
+                 "The speed-ups are fp16's, on the same tensor cores.")
+        return "fp16"
+    say_once(f"no-{dtype}-cpu",
+             f"This CPU has no {dtype} instructions (PyTorch's CPU kernels: {cpu_capability()}): emulated, {dtype} steps "
+             f"run many times slower than fp32, so the course's {dtype} steps run in fp32 here. The speed and memory "
+             f"{dtype} saves are GPU figures.")
+    return "fp32"
+
+
+def autocast_dtype(dtype: "str | torch.dtype | None", device: "torch.device | str") -> "torch.dtype | None":  # noqa: F821
+    """``torch.autocast``'s dtype for ``dtype`` ("bf16", ``torch.bfloat16``, ...) as :func:`resolve_dtype` resolves
+    it on ``device``; None means fp32 (no autocast)::
+
+        low = env.autocast_dtype(torch.bfloat16, dev)     # torch.float16 on a T4, None on a CPU without bf16
+        with torch.autocast(dev.type, dtype=low, enabled=low is not None): ...
+    """
+    import torch
+
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", None: "fp32"}
+    name = names.get(dtype, dtype)
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(resolve_dtype(name, device))
 
 
 def today() -> str:

@@ -10,7 +10,9 @@
 The loader is measured alone (no model): what it can deliver is the ceiling
 of any training loop fed by it. Each measurement warms up first (worker
 start-up and the first batches stay out of the timing) and synchronises the
-GPU before reading the clock.
+GPU before reading the clock. Each stops at its time box as well as at its count
+(:mod:`helpers.timebox`: ``loader_window``, ``loader_grid``, ``worker_sweep``); a grid or sweep the box
+cut short keeps the cut in ``df.attrs["cut"]``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Iterable
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from . import env
+from . import env, timebox
 
 __all__ = [
     "LoaderSpec",
@@ -145,8 +147,13 @@ def stream_img_per_s(batches_of: Iterable, *, warmup: int, batches: int,
         take()
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
+    win = timebox.window("loader_window", planned=batches, minimum=min(batches, 5), keep_minimum=True,
+                         unit="batches", say="once")
     start = time.perf_counter()
-    images = sum(take() for _ in range(batches))
+    images = 0
+    while win.more():
+        images += take()
+        win.tick()
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)  # note: the copies must have landed before the clock is read
     return images / (time.perf_counter() - start)  # the iterator, and its workers, end with this call
@@ -167,16 +174,22 @@ def grid(
     """Loader img/s for every combination, one row each (the benchmark grid, measured right: warm-up, steady state, synchronised clock)."""
     import pandas as pd
 
+    cells = [(bs, nw, pin) for bs in batch_sizes for nw in workers for pin in pins]
+    box = timebox.window("loader_grid", planned=len(cells), unit="grid cells",
+                         left_out="the cells not measured are missing from the table and the heatmap")
     rows = []
-    for bs in batch_sizes:
-        for nw in workers:
-            for pin in pins:
-                spec = LoaderSpec(bs, nw, pin, persistent_workers and nw > 0, prefetch_factor if nw > 0 else None)
-                ips = loader_img_per_s(dataset, spec, batches=batches, device=device)
-                rows.append({"batch_size": bs, "num_workers": nw, "pin_memory": pin, "img_per_s": ips})
-                if progress:
-                    print(f"{spec.label():45s} {ips:10,.0f} img/s", flush=True)
-    return pd.DataFrame(rows)
+    for bs, nw, pin in cells:
+        if not box.more():
+            break
+        spec = LoaderSpec(bs, nw, pin, persistent_workers and nw > 0, prefetch_factor if nw > 0 else None)
+        ips = loader_img_per_s(dataset, spec, batches=batches, device=device)
+        box.tick()
+        rows.append({"batch_size": bs, "num_workers": nw, "pin_memory": pin, "img_per_s": ips})
+        if progress:
+            print(f"{spec.label():45s} {ips:10,.0f} img/s", flush=True)
+    df = pd.DataFrame(rows)
+    df.attrs["cut"] = box.cut
+    return df
 
 
 def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa: F821
@@ -248,15 +261,23 @@ def worker_sweep(
         same = known[(known["batch_size"] == batch_size) & (known["pin_memory"] == pin_memory)]
         seen = {int(r.num_workers): float(r.img_per_s) for r in same.itertuples()}
     rows = []
+    todo = [nw for nw in workers if nw not in seen]
+    box = timebox.window("worker_sweep", planned=len(todo), unit="worker counts",
+                         left_out="the larger worker counts are not measured here")
     for nw in workers:
         if nw in seen:
             rows.append({"num_workers": nw, "img_per_s": seen[nw], "beyond_cores": nw > cores, "source": "grid"})
             continue
+        if not box.more():
+            continue  # keep the grid's cells past the cut: they cost nothing
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the sweep goes past the cores on purpose
             ips = loader_img_per_s(dataset, LoaderSpec(batch_size, nw, pin_memory), batches=batches, device=device)
+        box.tick()
         rows.append({"num_workers": nw, "img_per_s": ips, "beyond_cores": nw > cores, "source": "measured"})
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["cut"] = box.cut
+    return df
 
 
 def host_to_device_gb_per_s(

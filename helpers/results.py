@@ -116,8 +116,8 @@ def _write(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _update(mutate, path: Path | str | None) -> Path:
-    header = device_header()
+def _update(mutate, path: Path | str | None, header: dict[str, Any] | None = None) -> Path:
+    header = {**device_header(), **(header or {})}
     path = Path(path) if path is not None else results_path(header)
     data = load(path)
     data.update(header)  # the latest run's versions and date
@@ -128,12 +128,16 @@ def _update(mutate, path: Path | str | None) -> Path:
     return path
 
 
-def record(figures: dict[str, float], *, path: Path | str | None = None) -> Path:
-    """Merge measured ``figures`` (name → number) into this device's results file; return its path."""
+def record(figures: dict[str, float], *, path: Path | str | None = None,
+           header: dict[str, Any] | None = None) -> Path:
+    """Merge measured ``figures`` (name → number) into this device's results file; return its path.
+
+    ``header`` overrides fields of :func:`device_header` (a smoke run on an AVX2-only CPU names itself so).
+    """
     for name, value in figures.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ValueError(f"figure {name!r}={value!r}: figures are numbers (measured, never typed in).")
-    return _update(lambda d: d["figures"].update({k: float(v) for k, v in figures.items()}), path)
+    return _update(lambda d: d["figures"].update({k: float(v) for k, v in figures.items()}), path, header)
 
 
 def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None) -> Path:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from . import data as _data
-from . import env
+from . import env, timebox
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
@@ -40,6 +40,8 @@ DATA_SOURCES = ("memory", "jpeg", "gpu")
 # torch.compile's modes: reduce-overhead adds CUDA graphs; max-autotune also times many GEMM/conv kernels (minutes).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+#: The fewest measured steps a training window's figures are taken from (when its time box cuts it short).
+MIN_STABLE_STEPS = 5
 
 
 def _bad(field: str, value, allowed: str) -> ValueError:
@@ -154,6 +156,7 @@ class TrainResult:
 
     config: TrainConfig = dataclasses.field(repr=False)
     device: str
+    precision: str  # what ran for config.dtype on this device (env.resolve_dtype): "fp16" for bf16 on a T4
     img_per_s: float
     step_ms_median: float
     step_ms_p95: float
@@ -169,13 +172,23 @@ class TrainResult:
     wall_s: float
     records: tuple[StepRecord, ...] = dataclasses.field(repr=False, default=())
     losses: tuple[float, ...] = dataclasses.field(repr=False, default=())
+    # Set when the training window's time box stopped the run before cfg.steps (helpers.timebox).
+    cut: timebox.Cut | None = dataclasses.field(repr=False, default=None)
+
+    @property
+    def stable(self) -> bool:
+        """False when the time box cut the window below the steps a stable figure needs: its img/s is NaN."""
+        return self.cut is None or self.cut.stable
 
     def summary(self) -> str:
         mem = f"{self.peak_allocated_gib:.2f} GiB" if self.peak_allocated_gib is not None else "n/a (CPU)"
+        if not self.stable:
+            return f"not measured here: {self.cut}"
         return (
             f"{self.img_per_s:,.0f} img/s | step {self.step_ms_median:.1f} ms median, {self.step_ms_p95:.1f} ms p95 | "
             f"waiting for data {self.data_wait_share:.0%} | PyTorch allocated peak {mem} | "
             f"loss {self.loss:.3f}, accuracy {self.accuracy:.0%} | {self.steps} steps on {self.device}"
+            + (f" | {self.config.dtype} ran as {self.precision}" if self.precision != self.config.dtype else "")
         )
 
     def as_row(self) -> dict[str, float | str | None]:
@@ -241,8 +254,11 @@ class Trainer:
         self.forward: Callable = torch.compile(model, mode=mode) if cfg.compile else model
         # CUDA graphs (reduce-overhead, max-autotune) replay into the same output memory: tell them where a step starts
         self._graphs = cfg.compile and cfg.compile_mode in ("reduce-overhead", "max-autotune") and self.cuda
-        self.scaler = torch.amp.GradScaler(self.device.type) if cfg.dtype == "fp16" else None
-        self.autocast_dtype = _TORCH_DTYPE.get(cfg.dtype)
+        # What this device computes for cfg.dtype: bf16 on a GPU without it runs as fp16 (with the scaler below),
+        # bf16/fp16 on a CPU without their instructions as fp32; each said once (env.resolve_dtype).
+        self.precision = env.resolve_dtype(cfg.dtype, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
+        self.autocast_dtype = _TORCH_DTYPE.get(self.precision)
         self._batches = self._make_batches()
         self.records: list[StepRecord] = []
         self._events: list[_StepEvents] = []
@@ -356,7 +372,10 @@ class Trainer:
 
     # -- a run --------------------------------------------------------------------------------
     def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None) -> TrainResult:
-        """Warm up, then time ``cfg.steps`` steps.
+        """Warm up, then time ``cfg.steps`` steps, or fewer where the training window's time box ends first.
+
+        A window the box cut below :data:`MIN_STABLE_STEPS` gives no figures (``img_per_s`` is NaN, ``stable``
+        False): a figure is never taken from a window too short to be stable.
 
         ``on_step`` sees each measured step; a ``monitor`` (:class:`helpers.monitor.Monitor`) gets every
         step's images and time, and the warm-up and measured parts as phases.
@@ -373,9 +392,12 @@ class Trainer:
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats(self.device)
             with phase("measured"):
+                win = timebox.window("training_window", planned=cfg.steps, minimum=MIN_STABLE_STEPS,
+                                     left_out="later steps were not run")
                 start = time.perf_counter()
-                for _ in range(cfg.steps):
+                while win.more():
                     rec = self.step()
+                    win.tick()
                     if on_step is not None:
                         on_step(rec)
                     if monitor is not None:
@@ -384,9 +406,9 @@ class Trainer:
                 wall = time.perf_counter() - start
         except torch.cuda.OutOfMemoryError as e:
             raise explain_out_of_memory(cfg, e) from None
-        return self._result(wall)
+        return self._result(wall, win.cut)
 
-    def _result(self, wall_s: float) -> TrainResult:
+    def _result(self, wall_s: float, cut: timebox.Cut | None = None) -> TrainResult:
         recs = self.records
         step_ms = sorted(r.step_ms for r in recs)
         p95 = step_ms[min(len(step_ms) - 1, math.ceil(0.95 * len(step_ms)) - 1)]
@@ -411,7 +433,8 @@ class Trainer:
         return TrainResult(
             config=self.cfg,
             device=str(self.device),
-            img_per_s=self._seen / wall_s,
+            precision=self.precision,
+            img_per_s=self._seen / wall_s if cut is None or cut.stable else float("nan"),
             step_ms_median=med(step_ms),
             step_ms_p95=p95,
             data_wait_share=min(1.0, sum(data_ms) / 1e3 / wall_s),
@@ -423,6 +446,7 @@ class Trainer:
             wall_s=wall_s,
             records=tuple(recs),
             losses=tuple(losses),
+            cut=cut,
         )
 
 

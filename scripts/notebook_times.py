@@ -3,11 +3,15 @@
 
 The notebook runs (nbval) write ``timings.json`` (see the repository's ``conftest.py``). From it:
 
-    python3 scripts/notebook_times.py record build/smoke/timings.json   # a smoke run's times → results/smoke.json
+    python3 scripts/notebook_times.py record build/smoke/timings.json   # a smoke run's times → results/smoke*.json
+    python3 scripts/notebook_times.py figure smoke_make_test_s_avx2 734 --smoke-file smoke-avx2.json
     python3 scripts/notebook_times.py readme                            # README's run-time table from results/
     python3 scripts/notebook_times.py readme --check                    # exit 1 if the README is out of date
 
-``make time-smoke`` runs the notebooks at smoke scale and records them; ``make test-gpu`` records the full
+``make time-smoke`` runs the notebooks at smoke scale and records them: in ``results/smoke-avx2.json`` when the
+CPU's kernels are limited to AVX2 (no AVX-512: the slower kind many learners have, and what
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`` makes of any x86 machine), else in ``results/smoke.json``.
+``make time-fresh-clone`` times ``make test`` in a fresh clone with AVX2 only. ``make test-gpu`` records the full
 scale, checks the budget and rewrites the README's table. Nobody types a run time into the README.
 """
 
@@ -26,6 +30,8 @@ REFERENCE = "nvidia-h100-80gb-hbm3.json"
 #: Notebooks that one GPU cannot run at full scale, and the results file of the node that ran them.
 MULTI_GPU_REFERENCE = {"05_ddp": "nvidia-h200.json"}
 SMOKE = "smoke.json"
+#: Smoke runs on a CPU whose kernels use AVX2 at most (no AVX-512, no bf16 instructions) have their own file.
+SMOKE_AVX2 = "smoke-avx2.json"
 _BEGIN = "<!-- run times: written by scripts/notebook_times.py from results/; do not edit by hand -->"
 _END = "<!-- /run times -->"
 
@@ -38,8 +44,19 @@ class Budget:
     cell_s: float | None
 
 
-#: Full scale is budgeted on one H100; smoke scale on a 2-core CPU (CI's machine).
-BUDGETS = {"full": Budget(notebook_s=300, cell_s=90), "smoke": Budget(notebook_s=180, cell_s=None)}
+#: Full scale is budgeted on one H100; smoke scale on any 2-core CPU (CI's machine, and one with AVX2 only).
+BUDGETS = {"full": Budget(notebook_s=300, cell_s=90), "smoke": Budget(notebook_s=180, cell_s=60)}
+
+
+def avx2_only(capability: str) -> bool:
+    """Whether a run's CPU capability (``env.cpu_capability()``: ``"AVX2"``, ``"AVX512 (oneDNN ≤ AVX2)"``, ...)
+    limits PyTorch's or oneDNN's kernels to AVX2 or less."""
+    return not capability.startswith("AVX512") or "≤ AVX2" in capability or "≤ AVX)" in capability
+
+
+def smoke_file(timings: dict) -> str:
+    """The results file of a smoke run: ``smoke-avx2.json`` for an AVX2-only CPU, else ``smoke.json``."""
+    return SMOKE_AVX2 if avx2_only(timings.get("cpu_capability", "")) else SMOKE
 
 
 def load(path: str | Path) -> dict:
@@ -99,7 +116,7 @@ def _secs(v: float | None) -> str:
 
 
 def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | None = None) -> str:
-    """The README's run-time table, from the reference GPU's results and the smoke run's."""
+    """The README's run-time table, from the reference GPU's results and the two smoke runs' (any CPU, AVX2 only)."""
     if notebooks is None:
         notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -107,27 +124,32 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
         path = results_dir / name
         return json.loads(path.read_text()) if path.exists() else {"figures": {}}
 
-    full, smoke = read(REFERENCE), read(SMOKE)
-    sf = smoke["figures"]
+    full, smoke, avx2 = read(REFERENCE), read(SMOKE), read(SMOKE_AVX2)
+    sf, af = smoke["figures"], avx2["figures"]
     rows, others = [], []
     for nb in notebooks:
         name = MULTI_GPU_REFERENCE.get(nb, REFERENCE)
         data = full if name == REFERENCE else read(name)
         ff, mark = data["figures"], "" if name == REFERENCE else " ¹"
         rows.append(f"| `{nb}` | {_secs(ff.get(f'run_s_{nb}'))}{mark} | {_secs(ff.get(f'max_cell_s_{nb}'))} | "
-                    f"{_secs(sf.get(f'run_s_{nb}'))} |")
+                    f"{_secs(sf.get(f'run_s_{nb}'))} | {_secs(af.get(f'run_s_{nb}'))} | "
+                    f"{_secs(af.get(f'max_cell_s_{nb}'))} |")
         if mark:
             gpus = int(ff.get("ddp_gpus", 2))
             others.append(f"`{nb}` on {gpus} × {data.get('device', name)}, {data.get('date', '-')} (`results/{name}`)")
     fb, sb = BUDGETS["full"], BUDGETS["smoke"]
+    fresh = af.get("smoke_make_test_s_avx2")
     where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`)"
              + (f"; ¹ needs several GPUs of one node: {'; '.join(others)}" if others else "") +
-             f"; smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`). "
+             f". Smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`); "
+             f"AVX2 only: {avx2.get('device', 'a CPU limited to AVX2')}, {avx2.get('host_cpu', '-')}, "
+             f"{avx2.get('date', '-')} (`results/{SMOKE_AVX2}`)"
+             + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}" if fresh else "") + ". "
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
-             f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s at smoke scale on a "
-             "2-core CPU.")
-    return "\n".join([_BEGIN, "| notebook | full scale | its slowest cell | smoke scale |", "| --- | --- | --- | --- |",
-                      *rows, "", where, _END])
+             f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s and each cell ≤ "
+             f"{sb.cell_s:.0f} s at smoke scale on any 2-core CPU.")
+    return "\n".join([_BEGIN, "| notebook | full scale | its slowest cell | smoke scale | smoke, AVX2 only | "
+                      "its slowest cell |", "| --- | --- | --- | --- | --- | --- |", *rows, "", where, _END])
 
 
 def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> bool:
@@ -143,18 +165,41 @@ def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> 
     return True
 
 
+def _smoke_header(file: str, capability: str) -> dict:
+    """A smoke file's device: an AVX2-only CPU says so in its name; both keep the capability the run had."""
+    return {"device": "cpu (AVX2 only)" if file == SMOKE_AVX2 else "cpu", "cpu_capability": capability}
+
+
 def record(timings: dict) -> Path | None:
-    """Record a run's times (full scale in this device's results file, smoke scale in ``results/smoke.json``)
-    and rewrite the README's table from results/; None when no notebook passed, so there is nothing to record."""
+    """Record a run's times (full scale in this device's results file, smoke scale in ``results/smoke.json`` or,
+    on an AVX2-only CPU, ``results/smoke-avx2.json``) and rewrite the README's table from results/; None when no
+    notebook passed, so there is nothing to record."""
     sys.path.insert(0, str(ROOT))
     from helpers import results
 
     figures = figures_from(timings)
     if not figures:
         return None
-    path = results.results_dir() / SMOKE if timings["scale"] == "smoke" else None
-    path = results.record(figures, path=path)
-    update_readme()  # it shows the reference GPU's and the smoke run's files; rewriting it for another GPU changes nothing
+    if timings["scale"] == "smoke":
+        file = smoke_file(timings)
+        path = results.record(figures, path=results.results_dir() / file,
+                              header=_smoke_header(file, timings.get("cpu_capability", "unknown")))
+    else:
+        path = results.record(figures)
+    update_readme()  # it shows the reference GPU's and the smoke runs' files; rewriting it for another GPU changes nothing
+    return path
+
+
+def record_figure(name: str, value: float, *, smoke_file_name: str) -> Path:
+    """One figure measured outside the notebooks (``make test``'s time from a fresh clone) into a smoke file."""
+    sys.path.insert(0, str(ROOT))
+    from helpers import env, results
+
+    if smoke_file_name not in (SMOKE, SMOKE_AVX2):
+        raise ValueError(f"--smoke-file {smoke_file_name!r}: choose {SMOKE} or {SMOKE_AVX2}.")
+    path = results.record({name: value}, path=results.results_dir() / smoke_file_name,
+                          header=_smoke_header(smoke_file_name, env.cpu_capability()))
+    update_readme()
     return path
 
 
@@ -163,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     rec = sub.add_parser("record", help="record a timings.json in results/ and rewrite the README's table")
     rec.add_argument("timings")
+    fig = sub.add_parser("figure", help="record one figure measured outside the notebooks in a smoke file")
+    fig.add_argument("name")
+    fig.add_argument("value", type=float)
+    fig.add_argument("--smoke-file", default=SMOKE_AVX2)
     rd = sub.add_parser("readme", help="rewrite the README's run-time table from results/")
     rd.add_argument("--check", action="store_true", help="only check that it is up to date")
     args = ap.parse_args(argv)
@@ -174,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(report(timings))
         print(f"recorded in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}; README's table rewritten")
+        return 0
+    if args.cmd == "figure":
+        path = record_figure(args.name, args.value, smoke_file_name=args.smoke_file)
+        print(f"{args.name} = {args.value:g} recorded in {path}; README's table rewritten")
         return 0
     if args.check:
         ok = update_readme(check=True)

@@ -18,6 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("notices",),
     ("nvml", "models", "data", "ddp.protocol"),
     ("env",),
+    ("timebox",),
     ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.cuda_ext",
      "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.softmax", "kernels.attention", "memory.search",

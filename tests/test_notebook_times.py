@@ -42,7 +42,8 @@ def test_the_budget_names_what_is_over_it():
     misses = nt.over_budget(TIMINGS, "full")
     assert misses == ["02_dataloader took 320 s (budget 300 s)",
                       "02_dataloader cell [02-07] took 120 s (budget 90 s): GRID_BATCHES = ..."]
-    assert nt.over_budget(TIMINGS, "smoke") == ["02_dataloader took 320 s (budget 180 s)"]
+    assert nt.over_budget(TIMINGS, "smoke") == ["02_dataloader took 320 s (budget 180 s)",
+                                                "02_dataloader cell [02-07] took 120 s (budget 60 s): GRID_BATCHES = ..."]
     assert "OVER" in nt.report(TIMINGS)
 
 
@@ -50,8 +51,8 @@ def test_the_readme_table_is_written_from_results(tmp_path):
     (tmp_path / nt.REFERENCE).write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-22",
                                                      "figures": {"run_s_00_setup": 19.6, "max_cell_s_00_setup": 6.2}}))
     block = nt.readme_block(tmp_path, notebooks=["00_setup", "01_baseline"])
-    assert "| `00_setup` | 20 s | 6 s | not measured yet |" in block
-    assert "| `01_baseline` | not measured yet | not measured yet | not measured yet |" in block
+    assert "| `00_setup` | 20 s | 6 s | not measured yet | not measured yet | not measured yet |" in block
+    assert "| `01_baseline` | not measured yet | not measured yet | not measured yet | not measured yet |" in block
 
 
 def test_a_notebook_that_needs_two_gpus_takes_its_times_from_that_node(tmp_path):
@@ -61,7 +62,7 @@ def test_a_notebook_that_needs_two_gpus_takes_its_times_from_that_node(tmp_path)
         {"device": "NVIDIA H200", "date": "2026-11-23", "figures": {"run_s_05_ddp": 155.2, "max_cell_s_05_ddp": 34.1,
                                                                      "ddp_gpus": 2.0}}))
     block = nt.readme_block(tmp_path, notebooks=["05_ddp"])
-    assert "| `05_ddp` | 155 s ¹ | 34 s | not measured yet |" in block
+    assert "| `05_ddp` | 155 s ¹ | 34 s | not measured yet | not measured yet | not measured yet |" in block
     assert "`05_ddp` on 2 × NVIDIA H200, 2026-11-23" in block
 
 
@@ -81,10 +82,23 @@ def test_record_writes_the_figures_and_the_readme_table(monkeypatch):
 
     rewritten = []
     monkeypatch.setattr(nt, "update_readme", lambda: rewritten.append(True))
-    smoke = {"scale": "smoke", "notebooks": {"00_setup": TIMINGS["notebooks"]["00_setup"]}}
+    smoke = {"scale": "smoke", "cpu_capability": "AVX512", "notebooks": {"00_setup": TIMINGS["notebooks"]["00_setup"]}}
     path = nt.record(smoke)
     assert path == results.results_dir() / nt.SMOKE  # the test's own results folder (tests/conftest.py)
     assert results.load(path)["figures"] == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5}
     assert rewritten == [True]
+    for capability in ("AVX2", "AVX512 (oneDNN ≤ AVX2)"):  # an AVX2-only CPU, real or made by the two settings
+        path = nt.record({**smoke, "cpu_capability": capability})
+        assert path == results.results_dir() / nt.SMOKE_AVX2
+        data = results.load(path)
+        assert data["device"] == "cpu (AVX2 only)" and data["cpu_capability"] == capability
+        assert "usable cores" in data["host_cpu"]
+    rewritten.clear()
     failed = {"scale": "smoke", "notebooks": {"01_baseline": TIMINGS["notebooks"]["01_baseline"]}}
-    assert nt.record(failed) is None and rewritten == [True]  # a failed run records nothing
+    assert nt.record(failed) is None and rewritten == []  # a failed run records nothing
+
+
+def test_the_smoke_budget_bounds_each_cell_too():
+    slow_cell = {"scale": "smoke", "notebooks": {"04_memory": {"run_s": 100.0, "passed": True, "cells": [
+        {"cell": "04-21", "s": 75.0, "first_line": "found[...] = find(...)", "passed": True}]}}}
+    assert nt.over_budget(slow_cell, "smoke") == ["04_memory cell [04-21] took 75 s (budget 60 s): found[...] = find(...)"]

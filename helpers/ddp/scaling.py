@@ -17,6 +17,7 @@ import dataclasses
 import json
 from typing import Any, Callable, Iterable, Sequence
 
+from .. import timebox
 from .launch import LaunchResult, LaunchSpec, launch
 from .protocol import Variant
 
@@ -109,9 +110,17 @@ def measure_variants(nproc: int, variants: Sequence[Variant], *, settings: Worke
 
 def measure_scaling(gpu_counts: Sequence[int], batches: Sequence[int], *, settings: WorkerSettings = WorkerSettings(),
                     **kw) -> dict[int, dict[str, RunStats]]:
-    """``{GPUs: {"batch 256": RunStats, ...}}``: one launch per GPU count, each batch in it."""
+    """``{GPUs: {"batch 256": RunStats, ...}}``: one launch per GPU count, each batch in it.
+
+    The launches stop at the ``ddp_launches`` time box: GPU counts left out are missing from the result.
+    """
     out = {}
+    box = timebox.window("ddp_launches", planned=len(gpu_counts), unit="launches",
+                         left_out="the larger GPU counts are not measured here")
     for n in gpu_counts:
+        if not box.more():
+            break
+        box.tick()
         variants = [Variant(f"batch {b}", b) for b in batches]
         out[n] = measure_variants(n, variants, settings=settings, phase=f"{n} GPU{'s' * (n > 1)}", **kw)
     return out

@@ -16,7 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import bench, env
+from .. import bench, env, timebox
 
 __all__ = ["naive_attention", "sdpa", "sdpa_backend", "saved_bytes", "sweep", "sweep_figure"]
 
@@ -85,14 +85,20 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     """Forward + backward of naive attention and SDPA at each sequence length: time, memory, backend.
 
     Both are checked to agree (outputs and input gradients) at the shortest length before anything
-    is timed. A length where the naive version runs out of memory gets NaN, not a crash.
+    is timed. A length where the naive version runs out of memory gets NaN, not a crash. The lengths stop at the
+    ``attention_sweep`` time box (the longest go first to be left out); ``df.attrs["cut"]`` keeps the cut.
     """
     import pandas as pd
 
     dev = torch.device(device) if device is not None else env.device()
     dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
     rows = []
-    for i, L in enumerate(sorted(seq_lens)):
+    lengths = sorted(seq_lens)
+    box = timebox.window("attention_sweep", planned=len(lengths), unit="sequence lengths",
+                         left_out="the longest lengths are not measured here")
+    for i, L in enumerate(lengths):
+        if not box.more():
+            break
         g = torch.Generator(device="cpu").manual_seed(L)
         q, k, v = (torch.randn(batch, heads, L, head_dim, generator=g, dtype=dtype).to(dev).requires_grad_()
                    for _ in range(3))
@@ -115,7 +121,9 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                             f"{name} saved MiB": float("nan")})
                 torch.cuda.empty_cache()
         rows.append(row)
+        box.tick()
     df = pd.DataFrame(rows)
+    df.attrs["cut"] = box.cut
     df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
     mem = "peak GiB" if dev.type == "cuda" else "saved MiB"
     df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])

@@ -99,6 +99,7 @@ def anatomy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, optimizer: st
     """
     dev = x.device
     cuda = dev.type == "cuda"
+    dtype = env.autocast_dtype(dtype, dev)  # bf16 without the hardware for it: fp16 on a GPU, fp32 on a CPU
     opt = make_optimizer(optimizer, model.parameters())
     params = list(model.parameters())
 

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import torch
 
-from .. import models, train
+from .. import models, timebox, train
 from ..train import TrainConfig, TrainResult
 
 __all__ = ["PRECISIONS", "tf32", "compare_precisions", "step_img_per_s", "precision_table", "loss_figure",
@@ -52,12 +52,22 @@ def tf32(enabled: bool | None) -> Iterator[None]:
 
 def compare_precisions(cfg: TrainConfig, names: list[str] | None = None, *,
                        device: torch.device | str | None = None) -> dict[str, TrainResult]:
-    """Train ``cfg`` once per precision: same seed (same data, same initial weights), only the arithmetic differs."""
+    """Train ``cfg`` once per precision: same seed (same data, same initial weights), only the arithmetic differs.
+
+    The precisions run in the order given until the ``precision_comparison`` time box is up: the ones left are
+    missing from the result (the box's line names them).
+    """
     out = {}
-    for name in names or list(PRECISIONS):
+    names = names or list(PRECISIONS)
+    box = timebox.window("precision_comparison", planned=len(names), unit="precisions")
+    for i, name in enumerate(names):
+        box.left_out = "not measured here: " + ", ".join(names[i:])  # what a cut before this one leaves out
+        if not box.more():
+            break
         dtype, tf = PRECISIONS[name]
         with tf32(tf):
             out[name] = train.train(dataclasses.replace(cfg, dtype=dtype), device=device)
+        box.tick()
     return out
 
 
@@ -75,7 +85,7 @@ def precision_table(runs: dict[str, TrainResult], *, baseline: str = "fp32 (PyTo
     base = runs[baseline]
     rows = []
     for name, r in runs.items():
-        row = {"precision": name, "img/s": r.img_per_s, "step alone img/s": step_img_per_s(r),
+        row = {"precision": name, "ran as": r.precision, "img/s": r.img_per_s, "step alone img/s": step_img_per_s(r),
                "PyTorch allocated peak GiB": r.peak_allocated_gib, "final loss": r.loss,
                "× speed vs fp32": step_img_per_s(r) / step_img_per_s(base)}
         if r.peak_allocated_gib is not None and base.peak_allocated_gib:

@@ -56,6 +56,7 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                        on_backoff: Callable[[Backoff], None] | None = None) -> BackoffRun:
     """Train ``steps`` optimizer steps of ``batch`` random images, backing off on out-of-memory."""
     dev = torch.device(device) if device is not None else env.device()
+    dtype = env.autocast_dtype(dtype, dev)  # bf16 without the hardware for it: fp16 on a GPU, fp32 on a CPU
     model = model.to(dev)
     opt = optimizer or torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator(device="cpu").manual_seed(seed)

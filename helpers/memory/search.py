@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import env
+from .. import env, timebox
 from .anatomy import GIB, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
 __all__ = ["Trial", "BatchSearch", "free_memory", "step_probe", "try_batch", "largest_batch", "search_figure"]
@@ -46,6 +46,12 @@ class BatchSearch:
     label: str
     trials: tuple[Trial, ...]
     budget_gib: float | None
+    cut: timebox.Cut | None = None  # set when the batch_search time box ended the search before its edge was found
+
+    @property
+    def edge_found(self) -> bool:
+        """False when the time box stopped the search: ``largest`` is then only a batch that fits, not the edge."""
+        return self.cut is None
 
     @property
     def largest(self) -> int | None:
@@ -74,6 +80,7 @@ def step_probe(make_model: Callable[[], nn.Module], *, image_size: int, dtype: t
     On a CPU: the peak is an estimate (weights + gradients + optimizer state + activations kept).
     """
     dev = torch.device(device) if device is not None else env.device()
+    dtype = env.autocast_dtype(dtype, dev)  # bf16 without the hardware for it: fp16 on a GPU, fp32 on a CPU (said once)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     model = make_model().to(dev, memory_format=fmt)
     opt = make_optimizer(optimizer, model.parameters())
@@ -133,19 +140,27 @@ def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | N
     """Double from ``start`` until a batch fails (or ``limit``), then bisect to within ``resolution`` of the edge.
 
     Batches stay multiples of ``multiple`` (tensor cores like them). If even ``start`` fails, the search
-    halves downward to 1 and raises a clear error when nothing fits.
+    halves downward to 1 and raises a clear error when nothing fits. The ``batch_search`` time box
+    (:mod:`helpers.timebox`) ends the growing and bisecting early: then ``edge_found`` is False, and ``largest``
+    is a batch that fits, not the largest.
     """
     if start < 1 or limit < start:
         raise ValueError(f"largest_batch needs 1 ≤ start ≤ limit (got start={start}, limit={limit}).")
     trials: list[Trial] = []
+    # Halving down to 1, doubling up to limit, bisecting to the resolution: more trials than any search needs.
+    planned = start.bit_length() + (limit // start).bit_length() + int(1 / resolution).bit_length() + 1
+    box = timebox.window("batch_search", planned=planned, unit="trials it could need",
+                         left_out=f"{label or 'this search'}'s largest batch is not measured here (only a batch "
+                                  "that fits)")
 
     def run(b: int) -> bool:
         t = try_batch(probe, b, budget_gib=budget_gib)
         trials.append(t)
+        box.tick()
         return t.fits
 
     lo, hi, b = None, None, start
-    while b >= 1 and lo is None:  # find one batch that fits
+    while b >= 1 and lo is None:  # find one batch that fits (never cut short: a search must find one)
         if run(b):
             lo = b
         else:
@@ -158,12 +173,12 @@ def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | N
         raise RuntimeError(f"not even a batch of 1 fits{f' in {budget_gib:.3f} GiB' if budget_gib else ''}: {said}. "
                            "Raise the budget or free memory on the GPU (other processes, tensors you keep), or shrink "
                            "the step: dtype bf16, activation checkpointing, a smaller model or image size.")
-    while hi is None and lo * 2 <= limit:  # grow
+    while hi is None and lo * 2 <= limit and box.more():  # grow
         if run(lo * 2):
             lo *= 2
         else:
             hi = lo * 2
-    while hi is not None and hi - lo > max(multiple, int(lo * resolution)):  # bisect the edge
+    while hi is not None and hi - lo > max(multiple, int(lo * resolution)) and box.more():  # bisect the edge
         mid = (lo + hi) // 2 // multiple * multiple or (lo + hi) // 2
         if mid <= lo:
             break
@@ -171,7 +186,7 @@ def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | N
             lo = mid
         else:
             hi = mid
-    return BatchSearch(label, tuple(trials), budget_gib)
+    return BatchSearch(label, tuple(trials), budget_gib, box.cut)
 
 
 def search_figure(searches: list[BatchSearch], *, title: str = "The largest batch that fits"):

@@ -93,6 +93,13 @@ def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Fin
                 "the GPU is at its limits, which a well-fed GPU often is; expect figures to vary with temperature, "
                 "and compare runs side by side"))
 
+    if s.source == "nvml" and util is not None and sm is None:
+        out.append(Finding(
+            "info", "NVML alone: this GPU offers no GPM",
+            f"NVML utilisation {util:.0f}% counts the time any kernel ran; without GPM's SM activity a GPU kept busy "
+            "by small kernels reads the same as one whose SMs are full",
+            "read the profiler's kernel times (03_kernels) before concluding the GPU is well used"))
+
     if s.peak_used_gib is not None and s.mem_total_gib:
         share = s.peak_used_gib / s.mem_total_gib
         if share >= 0.9:

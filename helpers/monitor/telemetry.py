@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 
 from .. import nvml
+from ..notices import say_once
 
 __all__ = ["CLOCK_EVENT_REASONS", "decode_clock_reasons", "NvmlReader", "GpmReader", "HostReader", "GPU_FIELDS",
            "HOST_FIELDS"]
@@ -140,6 +141,10 @@ class NvmlReader:
         if gpm is None:
             gpm = nvml.gpm_supported(handle) if nv is nvml.load(quiet=True) else hasattr(nv, "nvmlGpmSampleAlloc")
         self.gpm = GpmReader(nv, handle) if gpm else None
+        if not gpm:
+            say_once("no-gpm", "This GPU offers no GPM metrics (they need Hopper or newer, and most MIG slices hide "
+                               "them): the monitor and its diagnosis use NVML alone. NVML's utilisation is the share "
+                               "of time any kernel ran, not how many SMs were busy.")
 
     def _memory(self) -> dict[str, float]:
         m = self.nv.nvmlDeviceGetMemoryInfo(self.handle)

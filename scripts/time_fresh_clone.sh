@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make test` as CI runs it, in a fresh clone of this repository's HEAD, timed from the clone to the end (the
+# virtual environment's setup included); the seconds are recorded as smoke_make_test_s_avx2 (with
+# ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, as `make time-fresh-clone` sets) or smoke_make_test_s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$(date +%s.%N)
+git clone -q "$root" "$work/clone"
+(cd "$work/clone" && make test)
+secs=$(python3 -c "import sys; print(round($(date +%s.%N) - $start, 1))")
+avx2=$(.venv/bin/python -c 'import torch; print(int(not torch.backends.cpu.get_cpu_capability().startswith("AVX512")))')
+if [ "${ONEDNN_MAX_CPU_ISA:-}" = "AVX2" ] || [ "$avx2" = 1 ]; then
+    .venv/bin/python scripts/notebook_times.py figure smoke_make_test_s_avx2 "$secs" --smoke-file smoke-avx2.json
+else
+    .venv/bin/python scripts/notebook_times.py figure smoke_make_test_s "$secs" --smoke-file smoke.json
+fi
