@@ -60,14 +60,14 @@ class Box:
 # is the safety net for a slower GPU); at smoke scale on a 2-core AVX2-only CPU the slow loops (bf16 emulated,
 # large searches) meet their box, so a notebook keeps its budget there too.
 BOXES: dict[str, Box] = {b.name: b for b in (
-    Box("training_window", smoke_s=8, full_s=30, bounds="the measured steps of one training run"),
+    Box("training_window", smoke_s=8, full_s=45, bounds="the measured steps of one training run"),
     Box("timing_repeats", smoke_s=4, full_s=15, bounds="the repeats of one timed call"),
     Box("loader_window", smoke_s=4, full_s=15, bounds="the measured batches of one loader"),
-    Box("loader_grid", smoke_s=12, full_s=75, bounds="the batch × workers × pinned-memory grid"),
+    Box("loader_grid", smoke_s=12, full_s=80, bounds="the batch × workers × pinned-memory grid"),
     Box("worker_sweep", smoke_s=8, full_s=40, bounds="the worker counts swept at one batch size"),
     Box("batch_search", smoke_s=10, full_s=45, bounds="the trials of one largest-batch search"),
     Box("precision_comparison", smoke_s=20, full_s=60, bounds="the precisions trained side by side"),
-    Box("attention_sweep", smoke_s=10, full_s=40, bounds="the sequence lengths of the attention sweep"),
+    Box("attention_sweep", smoke_s=10, full_s=80, bounds="the sequence lengths of the attention sweep"),
     Box("ddp_launches", smoke_s=40, full_s=80, bounds="the torchrun launches of one scaling or variants cell"),
 )}
 

@@ -9,6 +9,12 @@ print the five slowest cells and the time budget; print a summary.
 
 A notebook or cell over the budget (scripts/notebook_times.py: 300 s and 90 s on one H100)
 fails the run, unless ``--no-budget``.
+
+    python3 scripts/gpu_test.py --shrink-boxes 0.1      # every time box 10× shorter (helpers/timebox.py)
+
+runs the notebooks with every time box shrunk: a fast GPU stands in for a slow machine. Its figures go to
+``<keep>/results/`` (the reference file stays as it was); ``scripts/shrunk_boxes.py`` compares them with the
+normal run's and records the largest difference of an asserted figure.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cell-timeout", type=int, default=1800, help="seconds one cell may take")
     ap.add_argument("--no-budget", action="store_true", help="report the time budget without failing on it")
     ap.add_argument("--unit", nargs="*", default=None, help="GPU unit tests to run (default: tests/test_*_gpu.py)")
+    ap.add_argument("--shrink-boxes", type=float, default=None, metavar="FACTOR",
+                    help="multiply every time box by FACTOR (0.1: 10× shorter); figures go to <keep>/results/")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -47,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     notebooks = args.notebooks or sorted(str(p) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     keep = Path(args.keep)
+    if args.shrink_boxes is not None:  # the reference results stay as the normal run left them
+        os.environ["HELPERS_TIMEBOX_FACTOR"] = str(args.shrink_boxes)
+        os.environ["HELPERS_RESULTS"] = str((keep / "results").resolve())
     env = dict(os.environ, HELPERS_SCALE="full", HELPERS_EXECUTED_DIR=str(keep), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     unit = args.unit if args.unit is not None else sorted(str(p) for p in (ROOT / "tests").glob("test_*_gpu.py"))

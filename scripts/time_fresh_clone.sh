@@ -11,6 +11,8 @@ start=$(date +%s.%N)
 git clone -q "$root" "$work/clone"
 (cd "$work/clone" && make test)
 secs=$(python3 -c "import sys; print(round($(date +%s.%N) - $start, 1))")
+# The clone's setup registered the Jupyter kernel 'gpu-perf-lab' with its own (now deleted) environment: point it back.
+.venv/bin/python -m ipykernel install --user --name gpu-perf-lab --display-name "Python (gpu-perf-lab)" >/dev/null
 avx2=$(.venv/bin/python -c 'import torch; print(int(not torch.backends.cpu.get_cpu_capability().startswith("AVX512")))')
 if [ "${ONEDNN_MAX_CPU_ISA:-}" = "AVX2" ] || [ "$avx2" = 1 ]; then
     .venv/bin/python scripts/notebook_times.py figure smoke_make_test_s_avx2 "$secs" --smoke-file smoke-avx2.json

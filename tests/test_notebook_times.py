@@ -102,3 +102,26 @@ def test_the_smoke_budget_bounds_each_cell_too():
     slow_cell = {"scale": "smoke", "notebooks": {"04_memory": {"run_s": 100.0, "passed": True, "cells": [
         {"cell": "04-21", "s": 75.0, "first_line": "found[...] = find(...)", "passed": True}]}}}
     assert nt.over_budget(slow_cell, "smoke") == ["04_memory cell [04-21] took 75 s (budget 60 s): found[...] = find(...)"]
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = sys.modules.setdefault(name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shrunk_box_comparison_reads_the_asserted_targets_and_skips_unmeasured_ones(tmp_path):
+    sb = _script("shrunk_boxes")
+    asserted = sb.asserted_figures()
+    assert asserted["amp_bf16_speedup"] == "04_memory" and asserted["compile_speedup"] == "03_kernels"
+    assert "loader_tuned_speedup" not in asserted  # shown beside its bound, never asserted (required=False)
+    normal = {"device": "GPU", "figures": {"a": 2.0, "b": 10.0, "c": 1.0}}
+    shrunk = {"device": "GPU", "figures": {"a": 2.1, "b": float("nan")}}
+    rows = {r["figure"]: r for r in sb.compare(shrunk, normal, {"a": "x", "b": "x", "c": "x"})}
+    assert rows["a"]["diff_pct"] == pytest.approx(5.0)
+    assert rows["b"]["diff_pct"] is None and rows["c"]["diff_pct"] is None
+    n, s = tmp_path / "n.json", tmp_path / "s.json"
+    n.write_text(json.dumps(normal))
+    s.write_text(json.dumps({**shrunk, "device": "other GPU"}))
+    assert sb.main([str(s), str(n)]) == 2  # runs of two devices are not compared
