@@ -261,6 +261,7 @@ def worker_sweep(
         same = known[(known["batch_size"] == batch_size) & (known["pin_memory"] == pin_memory)]
         seen = {int(r.num_workers): float(r.img_per_s) for r in same.itertuples()}
     rows = []
+    workers = list(workers)  # walked twice: what to measure, then the sweep
     todo = [nw for nw in workers if nw not in seen]
     box = timebox.window("worker_sweep", planned=len(todo), unit="worker counts",
                          left_out="the larger worker counts are not measured here")
