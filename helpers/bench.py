@@ -154,11 +154,13 @@ def copy_gb_per_s(
 
 
 def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
-    """bf16 matmul TFLOP/s and copy GB/s on a GPU (8192² and 2 GiB); small fp32 stand-ins on a CPU."""
+    """bf16 matmul TFLOP/s (fp16 on a GPU without bf16) and copy GB/s on a GPU (8192² and 2 GiB); small fp32
+    stand-ins on a CPU."""
     dev = _device_of(device)
     if dev.type == "cuda":
         name = torch.cuda.get_device_name(dev)
-        n, dtype, nbytes = 8192, torch.bfloat16, 2 * 2**30
+        # bf16 where the GPU computes it; fp16 on one without (a T4): the ceiling of the precision the course runs
+        n, dtype, nbytes = 8192, env.autocast_dtype(torch.bfloat16, dev), 2 * 2**30
     else:
         import platform
 

@@ -88,7 +88,7 @@ def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = N
     number per call: ``relu·1``, ``relu·2``... ``model`` is moved to the device and dtype (pass a fresh one).
     """
     dev = torch.device(device) if device is not None else env.device()
-    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     model = model.to(dev, dtype=dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     if channels_last:
@@ -178,7 +178,7 @@ def conv_layouts(model: nn.Module, *, batch: int, dtype: torch.dtype | None = No
     import pandas as pd
 
     dev = torch.device(device) if device is not None else env.device()
-    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     model = model.to(dev, dtype=dtype, memory_format=torch.contiguous_format)
     convs = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Conv2d)]
     inputs: dict[str, torch.Tensor] = {}  # the input each convolution sees in a forward pass

@@ -91,7 +91,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     import pandas as pd
 
     dev = torch.device(device) if device is not None else env.device()
-    dtype = dtype or (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+    dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     rows = []
     lengths = sorted(seq_lens)
     box = timebox.window("attention_sweep", planned=len(lengths), unit="sequence lengths",
