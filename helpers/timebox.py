@@ -30,7 +30,6 @@ import dataclasses
 import math
 import os
 import time
-
 from typing import Literal
 
 from . import env

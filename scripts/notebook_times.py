@@ -4,7 +4,7 @@
 The notebook runs (nbval) write ``timings.json`` (see the repository's ``conftest.py``). From it:
 
     python3 scripts/notebook_times.py record build/smoke/timings.json   # a smoke run's times → results/smoke*.json
-    python3 scripts/notebook_times.py figure smoke_make_test_s_avx2 734 --smoke-file smoke-avx2.json
+    python3 scripts/notebook_times.py fresh-clone 734                  # `make test` from a fresh clone took 734 s
     python3 scripts/notebook_times.py readme                            # README's run-time table from results/
     python3 scripts/notebook_times.py readme --check                    # exit 1 if the README is out of date
 
@@ -190,15 +190,16 @@ def record(timings: dict) -> Path | None:
     return path
 
 
-def record_figure(name: str, value: float, *, smoke_file_name: str) -> Path:
-    """One figure measured outside the notebooks (``make test``'s time from a fresh clone) into a smoke file."""
+def record_fresh_clone(seconds: float) -> Path:
+    """``make test``'s time from a fresh clone: ``smoke_make_test_s_avx2`` in ``smoke-avx2.json`` on an AVX2-only
+    CPU (real or made by the two settings), else ``smoke_make_test_s`` in ``smoke.json``."""
     sys.path.insert(0, str(ROOT))
     from helpers import env, results
 
-    if smoke_file_name not in (SMOKE, SMOKE_AVX2):
-        raise ValueError(f"--smoke-file {smoke_file_name!r}: choose {SMOKE} or {SMOKE_AVX2}.")
-    path = results.record({name: value}, path=results.results_dir() / smoke_file_name,
-                          header=_smoke_header(smoke_file_name, env.cpu_capability()))
+    capability = env.cpu_capability()
+    file = SMOKE_AVX2 if avx2_only(capability) else SMOKE
+    name = "smoke_make_test_s_avx2" if file == SMOKE_AVX2 else "smoke_make_test_s"
+    path = results.record({name: seconds}, path=results.results_dir() / file, header=_smoke_header(file, capability))
     update_readme()
     return path
 
@@ -208,10 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     rec = sub.add_parser("record", help="record a timings.json in results/ and rewrite the README's table")
     rec.add_argument("timings")
-    fig = sub.add_parser("figure", help="record one figure measured outside the notebooks in a smoke file")
-    fig.add_argument("name")
-    fig.add_argument("value", type=float)
-    fig.add_argument("--smoke-file", default=SMOKE_AVX2)
+    fresh = sub.add_parser("fresh-clone", help="record how long `make test` took from a fresh clone")
+    fresh.add_argument("seconds", type=float)
     rd = sub.add_parser("readme", help="rewrite the README's run-time table from results/")
     rd.add_argument("--check", action="store_true", help="only check that it is up to date")
     args = ap.parse_args(argv)
@@ -224,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         print(report(timings))
         print(f"recorded in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}; README's table rewritten")
         return 0
-    if args.cmd == "figure":
-        path = record_figure(args.name, args.value, smoke_file_name=args.smoke_file)
-        print(f"{args.name} = {args.value:g} recorded in {path}; README's table rewritten")
+    if args.cmd == "fresh-clone":
+        path = record_fresh_clone(args.seconds)
+        print(f"make test from a fresh clone: {args.seconds:g} s, recorded in {path}; README's table rewritten")
         return 0
     if args.check:
         ok = update_readme(check=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test` as CI runs it, in a fresh clone of this repository's HEAD, timed from the clone to the end (the
-# virtual environment's setup included); the seconds are recorded as smoke_make_test_s_avx2 (with
-# ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, as `make time-fresh-clone` sets) or smoke_make_test_s.
+# virtual environment's setup included); the seconds are recorded as smoke_make_test_s_avx2 on an AVX2-only CPU
+# (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, as `make time-fresh-clone` sets, make one) or smoke_make_test_s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -13,9 +13,4 @@ git clone -q "$root" "$work/clone"
 secs=$(python3 -c "import sys; print(round($(date +%s.%N) - $start, 1))")
 # The clone's setup registered the Jupyter kernel 'gpu-perf-lab' with its own (now deleted) environment: point it back.
 .venv/bin/python -m ipykernel install --user --name gpu-perf-lab --display-name "Python (gpu-perf-lab)" >/dev/null
-avx2=$(.venv/bin/python -c 'import torch; print(int(not torch.backends.cpu.get_cpu_capability().startswith("AVX512")))')
-if [ "${ONEDNN_MAX_CPU_ISA:-}" = "AVX2" ] || [ "$avx2" = 1 ]; then
-    .venv/bin/python scripts/notebook_times.py figure smoke_make_test_s_avx2 "$secs" --smoke-file smoke-avx2.json
-else
-    .venv/bin/python scripts/notebook_times.py figure smoke_make_test_s "$secs" --smoke-file smoke.json
-fi
+.venv/bin/python scripts/notebook_times.py fresh-clone "$secs"  # the file and name follow the CPU's capability

@@ -125,3 +125,15 @@ def test_the_shrunk_box_comparison_reads_the_asserted_targets_and_skips_unmeasur
     n.write_text(json.dumps(normal))
     s.write_text(json.dumps({**shrunk, "device": "other GPU"}))
     assert sb.main([str(s), str(n)]) == 2  # runs of two devices are not compared
+
+
+def test_a_fresh_clone_time_goes_to_the_smoke_file_of_its_cpu(monkeypatch):
+    from helpers import env, results
+
+    monkeypatch.setattr(nt, "update_readme", lambda: None)
+    monkeypatch.setattr(env, "cpu_capability", lambda: "AVX512 (oneDNN ≤ AVX2)")
+    path = nt.record_fresh_clone(780.0)
+    assert path.name == nt.SMOKE_AVX2 and results.load(path)["figures"]["smoke_make_test_s_avx2"] == 780.0
+    monkeypatch.setattr(env, "cpu_capability", lambda: "AVX512")
+    path = nt.record_fresh_clone(600.0)
+    assert path.name == nt.SMOKE and results.load(path)["figures"]["smoke_make_test_s"] == 600.0
