@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import socket
 
 import pytest
@@ -67,6 +68,20 @@ def test_train_variants_allreduce_and_traces_in_one_launch(tmp_path):
     assert not overlap.has_gpu_kernels(tmp_path)
     with pytest.raises(ValueError, match="no GPU kernels"):
         overlap.hta_overlap(tmp_path)
+
+
+def test_ranks_agree_to_stop_at_the_time_box_and_run_what_the_hardware_has():
+    # a box of almost nothing: every rank stops after the minimum of three timed blocks, together (a rank that went
+    # on would wait at the barrier for one that stopped); bf16 on a CPU limited to AVX2 runs as fp32, said once
+    env = {**os.environ, "HELPERS_TIMEBOX_FACTOR": "1e-6", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    lines = []
+    res = L.launch(L.LaunchSpec(nproc_per_node=2, args=("--mode", "train", *SMALL, "--steps", "1", "--repeats", "10",
+                                                         "--warmup", "1", "--dtype", "bf16")),
+                   on_line=lines.append, env=env)
+    assert res.ok, res.error
+    assert [(r["rank"], r["timed_blocks"], r["precision"]) for r in res.results] == [(0, 3, "fp32"), (1, 3, "fp32")]
+    assert sum("no bf16 instructions" in line for line in lines) == 1  # rank 0 says it; rank 1 does not repeat it
+    assert scaling.summarize(res.results)["default"].precision == "fp32"
 
 
 def test_one_process_trains_the_plain_model_as_the_baseline():

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("timebox",),
     ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.cuda_ext",
      "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch"),
-    ("loaders", "profiling", "roofline", "kernels.launches", "kernels.softmax", "kernels.attention", "memory.search",
+    ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention", "memory.search",
      "ddp.worker", "ddp.overlap", "ddp.cluster"),
     ("ddp.scaling",),
     ("ddp",),

@@ -4,6 +4,7 @@ compile modes, ncu's table, and the exercise checks with their known-wrong answe
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -211,6 +212,24 @@ def test_softmax_that_writes_into_its_input_is_rejected():
 def test_cuda_graph_check_says_it_needs_a_gpu():
     res = nb03.check_cuda_graph(nb03.graphed, device="cpu")
     assert res.status == "not done" and "need a CUDA GPU" in res.message
+
+
+def test_graph_speedup_needs_a_gpu_and_sane_counts():
+    from helpers.kernels import graphs
+
+    with pytest.raises(RuntimeError, match="need a CUDA GPU"):
+        graphs.graph_speedup(lambda: None, lambda: None, device="cpu")
+    with pytest.raises(ValueError, match="calls ≥ 1"):
+        graphs.graph_speedup(lambda: None, lambda: None, calls=0, device="cpu")
+
+
+def test_graph_timing_spread_script_says_it_needs_a_gpu():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "graph_timing_spread.py"
+    out = subprocess.run([sys.executable, str(script), "--processes", "1"], capture_output=True, text=True)
+    assert out.returncode == 2 and "no CUDA GPU" in out.stderr
 
 
 # -- the roofline exercise ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from helpers import models, ncu  # noqa: E402
 from helpers.exercises import nb03  # noqa: E402
-from helpers.kernels import attention, cuda_ext, launches  # noqa: E402
+from helpers.kernels import attention, cuda_ext, graphs, launches  # noqa: E402
 
 
 def test_launch_overhead_exceeds_the_kernel_itself():
@@ -77,6 +77,36 @@ def test_cuda_graph_handing_out_its_output_buffer_is_rejected():
 
     res = nb03.check_cuda_graph(no_clone, device="cuda", seed=2)
     assert res.status == "failed" and "static_y.clone()" in res.message
+
+
+def test_the_eager_model_with_no_graph_is_rejected_however_the_timing_falls():
+    # tried as a learner would: it gives the right outputs, and noise once timed it "1.0× faster than eager"
+    res = nb03.check_cuda_graph(lambda model, example: (lambda x: model(x).detach()), device="cuda", seed=3)
+    assert res.status == "failed" and "replayed no CUDA graph" in res.message, res.message
+
+
+def test_a_graph_captured_again_on_every_call_is_not_clearly_faster():
+    def capture_each_call(model, example):
+        def run(x):
+            static_x, g, static_y = _capture(model, x)
+            g.replay()
+            return static_y.clone()
+        return run
+
+    res = nb03.check_cuda_graph(capture_each_call, device="cuda", seed=4)
+    assert res.status == "failed" and "not clearly faster" in res.message, res.message
+
+
+def test_graph_launches_and_speedup_of_the_reference_and_of_eager_against_itself():
+    m = models.small_mlp().cuda().eval()
+    x = torch.randn(64, 256, device="cuda")
+    run = nb03.graphed(m, x)
+    with torch.no_grad():
+        assert graphs.graph_launches(run, x) == 1 and graphs.graph_launches(m, x) == 0
+        real = graphs.graph_speedup(lambda: m(x), lambda: run(x), rounds=9)
+        same = graphs.graph_speedup(lambda: m(x), lambda: m(x), rounds=9)
+    assert real.separated and real.speedup >= nb03.MIN_GRAPH_SPEEDUP and real.low <= real.speedup <= real.high
+    assert not same.separated and same.speedup < nb03.MIN_GRAPH_SPEEDUP  # the same function, rounds overlap
 
 
 def test_triton_softmax_reference_is_correct_and_fast():

@@ -38,6 +38,7 @@ class RunStats:
     step_ms_min: float
     step_ms_max: float
     ddp: bool
+    precision: str = ""  # what the worker's dtype ran as here (bf16 runs as fp16 on a T4): env.resolve_dtype
 
     @property
     def global_img_per_s(self) -> float:
@@ -71,7 +72,7 @@ def summarize(results: Iterable[dict[str, Any]]) -> dict[str, RunStats]:
         slow = max(ranks, key=lambda r: r["step_ms_median"])
         out[label] = RunStats(label, slow["world_size"], slow["batch"], slow["images_per_step"],
                               slow["step_ms_median"], min(r["step_ms_min"] for r in ranks),
-                              max(r["step_ms_max"] for r in ranks), slow["ddp"])
+                              max(r["step_ms_max"] for r in ranks), slow["ddp"], slow.get("precision", ""))
     return out
 
 

@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import datetime
 import gc
+import io
 import json
 import os
 import sys
@@ -43,6 +44,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import record_function
 
+from .. import env, timebox
 from ..models import ReferenceCNN
 from .protocol import Variant, log as _log, report, shutdown
 
@@ -149,7 +151,10 @@ def _make_step(v: Variant, args, rank: int, world: int, device: torch.device):
     g = torch.Generator().manual_seed(rank)  # each rank its own data, as a DistributedSampler shard would be
     x = torch.randn(v.batch, 3, args.image_size, args.image_size, generator=g).to(device).contiguous(memory_format=fmt)
     y = torch.randint(0, 10, (v.batch,), generator=g).to(device)
-    dtype = {"fp32": None, "bf16": torch.bfloat16}[args.dtype]
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[_precision(args.dtype, device, rank)]
+    # fp16 (bf16 on a GPU without it) keeps small gradients from rounding to zero by scaling the loss; with DDP the
+    # scaled gradients are all-reduced and unscaled after, the same on every rank. A no-op in bf16 and fp32.
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
 
     def no_sync(micro: int):
         skip = v.sync == "none" or (v.sync == "last" and micro < v.accumulate - 1)
@@ -162,21 +167,43 @@ def _make_step(v: Variant, args, rank: int, world: int, device: torch.device):
                 with record_function("forward"), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                     loss = nn.functional.cross_entropy(net(x), y) / v.accumulate
                 with record_function("backward"):
-                    loss.backward()  # with DDP, the all-reduce of each full bucket starts here, during backward
+                    scaler.scale(loss).backward()  # with DDP, each full bucket's all-reduce starts here, in backward
         with record_function("optimizer"):
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             opt.zero_grad(set_to_none=True)
 
     return step, use_ddp
 
 
+def _precision(dtype: str, device: torch.device, rank: int) -> str:
+    """What ``dtype`` runs as here (:func:`helpers.env.resolve_dtype`); rank 0 alone says why when it differs."""
+    if rank == 0:
+        return env.resolve_dtype(dtype, device)
+    with contextlib.redirect_stdout(io.StringIO()):  # one notice per launch, not one per rank
+        return env.resolve_dtype(dtype, device)
+
+
+def _more(win: timebox.Window, device: torch.device) -> bool:
+    """Whether every rank has time for another block: the ranks must agree, or one would wait at a barrier for a
+    peer that stopped. The box is the ``training_window``'s; a rank whose box ran out stops all of them."""
+    go = torch.tensor([1.0 if win.more() else 0.0], device=device)
+    dist.all_reduce(go, op=dist.ReduceOp.MIN)
+    return bool(go.item())
+
+
 def _time(step, device: torch.device, *, steps: int, repeats: int, warmup: int) -> list[float]:
-    """Seconds per step, one figure per block of ``steps`` (synchronised at each block's ends, not each step)."""
+    """Seconds per step, one figure per block of ``steps`` (synchronised at each block's ends, not each step).
+
+    The blocks stop at ``repeats`` or at the ``training_window`` time box, never below three (a median).
+    """
     for _ in range(warmup):
         step()
     _sync(device)
     out = []
-    for _ in range(repeats):
+    win = timebox.window("training_window", planned=repeats, minimum=min(3, repeats), keep_minimum=True,
+                         unit="timed blocks", say="once")
+    while _more(win, device):
         dist.barrier()  # every rank starts the block together
         _sync(device)
         t0 = time.perf_counter()
@@ -184,6 +211,7 @@ def _time(step, device: torch.device, *, steps: int, repeats: int, warmup: int) 
             step()
         _sync(device)
         out.append((time.perf_counter() - t0) / steps)
+        win.tick()
     return sorted(out)
 
 
@@ -214,7 +242,8 @@ def _train(args, rank: int, world: int, device: torch.device) -> None:
         _log(rank, world, f"{v.label}: {med * 1e3:.2f} ms per step, {images / med:,.0f} img/s on this rank")
         report({"mode": "train", "rank": rank, "world_size": world, "device": str(device), **dataclasses.asdict(v),
                 "ddp": use_ddp, "images_per_step": images, "step_ms_median": med * 1e3, "step_ms_min": times[0] * 1e3,
-                "step_ms_max": times[-1] * 1e3, "img_per_s": images / med, "global_img_per_s": images * world / med})
+                "step_ms_max": times[-1] * 1e3, "img_per_s": images / med, "global_img_per_s": images * world / med,
+                "precision": _precision(args.dtype, device, rank), "timed_blocks": len(times)})
         if i == 0 and args.profile_dir:
             _profile(step, device, rank, Path(args.profile_dir))
         del step
@@ -233,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10, help="steps per timed block")
     ap.add_argument("--repeats", type=int, default=5, help="timed blocks (the median is reported)")
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="bf16")
+    ap.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="bf16",
+                    help="bf16 runs as fp16 with a GradScaler on a GPU without bf16, fp32 on a CPU without it")
     ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--variants", default=None, help="a JSON list of Variant fields, one timed run each")
     ap.add_argument("--no-sync", action="store_true", help="skip the gradient all-reduce (measures its cost)")

@@ -1,6 +1,7 @@
-"""Kernel-level tools for 03_kernels: launches, compile modes, a Triton softmax, a CUDA extension, attention.
+"""Kernel-level tools for 03_kernels: launches, compile modes, CUDA graphs, a Triton softmax, a CUDA extension,
+attention.
 
-    from helpers.kernels import attention, compile_modes, cuda_ext, launches, softmax
+    from helpers.kernels import attention, compile_modes, cuda_ext, graphs, launches, softmax
 
 Each module stands alone (none imports another), so any one can be read by itself.
 On a machine without a CUDA GPU, Triton kernels run through Triton's interpreter: ``helpers``
@@ -8,6 +9,6 @@ sets ``TRITON_INTERPRET=1`` before anything imports Triton, so they are checked 
 correctness there (slowly), and timed only on a GPU.
 """
 
-from . import attention, compile_modes, cuda_ext, launches, softmax
+from . import attention, compile_modes, cuda_ext, graphs, launches, softmax
 
-__all__ = ["attention", "compile_modes", "cuda_ext", "launches", "softmax"]
+__all__ = ["attention", "compile_modes", "cuda_ext", "graphs", "launches", "softmax"]
