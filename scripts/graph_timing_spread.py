@@ -9,11 +9,13 @@ ways, in the same process:
 - ``events``: what 03 did first: 50 eager calls timed one by one with CUDA events, then 50 replays the same way
   (``bench.time_it``); the ratio of the two medians;
 - ``rounds``: :func:`helpers.kernels.graphs.graph_speedup`: eager and replay in alternating rounds of 20 calls,
-  the median of each round's ratio.
+  the median of each round's ratio;
+- ``gpu_busy_pct``: from the same rounds, the forward's kernels (summed) over the replay's time per call: the
+  share of its own time the GPU is busy in a replay, the figure 03 asserts.
 
 Prints each process's two speed-ups and, per method, the range over processes as a share of its median (what a
-second run of the notebook can differ by); records both as ``graph_speedup_spread_pct_events`` and
-``..._rounds`` in ``results/`` with the device.
+second run of the notebook can differ by); records them as ``graph_speedup_spread_pct_events``,
+``..._rounds`` and ``..._gpu_busy_pct`` in ``results/`` with the device.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ with torch.no_grad():
     t_e = bench.time_it(lambda: m(x), repeats=50).median_ms
     t_g = bench.time_it(lambda: run(x), repeats=50).median_ms
     g = graphs.graph_speedup(lambda: m(x), lambda: run(x), rounds=25)
-print("JSON " + json.dumps({"events": t_e / t_g, "rounds": g.speedup, "rounds_low": g.low, "rounds_high": g.high}))
+print("JSON " + json.dumps({"events": t_e / t_g, "rounds": g.speedup, "rounds_low": g.low, "rounds_high": g.high,
+                          "eager_us": g.eager_us, "graph_us": g.graph_us, "kernel_us": g.kernel_us,
+                          "gpu_busy_pct": g.gpu_busy_pct}))
 """
 
 
@@ -61,13 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(json.loads(next(line for line in out.splitlines() if line.startswith("JSON "))[5:]))
         r = runs[-1]
         print(f"process {i}: events {r['events']:.2f}×, rounds {r['rounds']:.2f}× "
-              f"(its rounds {r['rounds_low']:.2f}× to {r['rounds_high']:.2f}×)")
+              f"(its rounds {r['rounds_low']:.2f}× to {r['rounds_high']:.2f}×); eager {r['eager_us']:.0f} µs, "
+              f"replay {r['graph_us']:.1f} µs, kernels {r['kernel_us']:.1f} µs: GPU busy {r['gpu_busy_pct']:.1f}%")
     figures = {}
-    for method in ("events", "rounds"):
+    for method in ("events", "rounds", "gpu_busy_pct"):
         vals = [r[method] for r in runs]
         spread = 100 * (max(vals) - min(vals)) / statistics.median(vals)
         figures[f"graph_speedup_spread_pct_{method}"] = spread
-        print(f"{method}: median {statistics.median(vals):.2f}×, {min(vals):.2f}× to {max(vals):.2f}× over "
+        print(f"{method}: median {statistics.median(vals):.2f}, {min(vals):.2f} to {max(vals):.2f} over "
               f"{len(vals)} processes ({spread:.1f}% of the median)")
     print(f"saved to {results.record(figures)}")
     return 0

@@ -3,12 +3,18 @@
     n = graph_launches(run, x)                                   # graph launches in one call of run(x)
     s = graph_speedup(lambda: model(x), lambda: run(x))          # GraphSpeedup, eager and replay interleaved
     s.speedup, s.low, s.high, s.separated                        # median ratio, its range over rounds, apart?
+    s.kernel_us, s.bound, s.gpu_busy_pct                         # the GPU's own time, the most a graph can give
 
 An eager forward of a small model is bound by the host: Python and the launch of every kernel. A replayed
-graph is one launch, then the GPU's own time. So the ratio of the two depends on the host as much as on the
-GPU, and the host's speed drifts (other processes, clocks). Timing eager and replay in alternating rounds puts
-both under the same drift, and each round gives its own ratio: their median is the figure, their range its
-spread.
+graph is one launch, then the GPU's own time. So the speed-up depends on the host as much as on the GPU: the
+same H100 gave 3.2× to 5.2× in six processes one after another. Timing eager and replay in alternating rounds
+puts both under the same drift within a process, and each round gives its own ratio: their median is the
+speed-up, their range its spread.
+
+What means the same on every node is how close the replay comes to the GPU's own time: the kernels' durations
+summed (the profiler's, from the eager calls: the same kernels a graph of them replays), over the replay's time
+per call. That share (``gpu_busy_pct``) is what a graph is for;
+the speed-up is shown beside its bound, eager's time over the kernels' (what removing every launch could give).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import torch
 
 from .. import env, timebox
 
-__all__ = ["graph_launches", "GraphSpeedup", "graph_speedup"]
+__all__ = ["graph_launches", "kernel_us", "GraphSpeedup", "graph_speedup"]
 
 
 def graph_launches(fn: Callable, *args) -> int:
@@ -50,6 +56,24 @@ def graph_launches(fn: Callable, *args) -> int:
     return max(launched, replays)
 
 
+def kernel_us(fn: Callable, *args, calls: int = 20) -> float:
+    """The GPU's own time per call of ``fn(*args)``: the durations of the kernels it ran (copies included), summed
+    and averaged over ``calls`` calls, as the profiler records them; the gaps between kernels are not in it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if calls < 1:
+        raise ValueError(f"kernel_us needs calls ≥ 1 (got {calls}).")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(*args)
+        torch.cuda.synchronize()
+    total = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    if total <= 0:
+        raise RuntimeError("the profiler saw no GPU kernels in these calls: nothing ran on the GPU to compare with.")
+    return total / calls
+
+
 @dataclasses.dataclass(frozen=True)
 class GraphSpeedup:
     """Eager calls and graph replays timed in alternating rounds of ``calls`` calls each."""
@@ -62,10 +86,25 @@ class GraphSpeedup:
     rounds: int
     calls: int
     separated: bool  # every replayed round was faster than every eager round: no overlap in their spreads
+    kernel_us: float | None = None  # the GPU's own time per call: the eager call's kernels summed; None: not measured
+
+    @property
+    def bound(self) -> float | None:
+        """The most removing launches could give: eager's time over the GPU's own (None without ``kernel_us``)."""
+        return None if self.kernel_us is None else self.eager_us / self.kernel_us
+
+    @property
+    def gpu_busy_pct(self) -> float | None:
+        """The share of a replay's time the GPU spent in kernels: 100 would be the GPU's own time exactly."""
+        return None if self.kernel_us is None else 100 * self.kernel_us / self.graph_us
 
     def __str__(self) -> str:
-        return (f"{self.speedup:.1f}× faster than eager ({self.graph_us:.0f} µs vs {self.eager_us:.0f} µs per call; "
+        text = (f"{self.speedup:.1f}× faster than eager ({self.graph_us:.0f} µs vs {self.eager_us:.0f} µs per call; "
                 f"{self.rounds} rounds of {self.calls} calls each way ranged {self.low:.1f}× to {self.high:.1f}×)")
+        if self.kernel_us is not None:
+            text += (f"; the GPU's own time is {self.kernel_us:.0f} µs, so the bound is {self.bound:.1f}× and the "
+                     f"replay keeps the GPU busy {self.gpu_busy_pct:.0f}% of its time")
+        return text
 
 
 def _round_us(fn: Callable[[], object], calls: int, dev: torch.device) -> float:
@@ -78,11 +117,13 @@ def _round_us(fn: Callable[[], object], calls: int, dev: torch.device) -> float:
 
 
 def graph_speedup(eager: Callable[[], object], graphed: Callable[[], object], *, calls: int = 20, rounds: int = 15,
-                  warmup: int = 5, device: torch.device | str | None = None) -> GraphSpeedup:
+                  warmup: int = 5, device: torch.device | str | None = None, kernels: bool = True) -> GraphSpeedup:
     """Time ``eager()`` against ``graphed()`` on a CUDA GPU, back to back in rounds of ``calls`` calls, the order
     flipped every round (eager first, then replay first) so that neither always runs on a warmer host.
 
-    The rounds stop at ``rounds`` or at the ``timing_repeats`` time box, never below three.
+    The rounds stop at ``rounds`` or at the ``timing_repeats`` time box, never below three. ``kernels``: also
+    profile the eager calls for the GPU's own time (:func:`kernel_us`: the kernels a graph of them replays), which
+    gives ``bound`` and ``gpu_busy_pct``.
     """
     if calls < 1 or rounds < 1 or warmup < 0:
         raise ValueError(f"graph_speedup needs calls ≥ 1, rounds ≥ 1 and warmup ≥ 0 (got {calls}, {rounds}, {warmup}).")
@@ -106,4 +147,5 @@ def graph_speedup(eager: Callable[[], object], graphed: Callable[[], object], *,
         win.tick()
     ratios = [e / g for e, g in zip(e_us, g_us)]
     return GraphSpeedup(statistics.median(e_us), statistics.median(g_us), statistics.median(ratios), min(ratios),
-                        max(ratios), len(ratios), calls, max(g_us) < min(e_us))
+                        max(ratios), len(ratios), calls, max(g_us) < min(e_us),
+                        kernel_us(eager, calls=calls) if kernels else None)
