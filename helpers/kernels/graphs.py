@@ -64,7 +64,7 @@ def kernel_us(fn: Callable, *args, calls: int = 20) -> float:
     if calls < 1:
         raise ValueError(f"kernel_us needs calls ≥ 1 (got {calls}).")
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:
         for _ in range(calls):
             fn(*args)
         torch.cuda.synchronize()
