@@ -6,15 +6,15 @@
     s.kernel_us, s.bound, s.gpu_busy_pct                         # the GPU's own time, the most a graph can give
 
 An eager forward of a small model is bound by the host: Python and the launch of every kernel. A replayed
-graph is one launch, then the GPU's own time. So the speed-up depends on the host as much as on the GPU: the
-same H100 gave 3.2× to 5.2× in six processes one after another. Timing eager and replay in alternating rounds
-puts both under the same drift within a process, and each round gives its own ratio: their median is the
-speed-up, their range its spread.
+graph is one launch, then the GPU's own time. So the speed-up depends on the host as much as on the GPU: on one
+H100 it differed by half of its value from one process to the next (scripts/graph_timing_spread.py). Timing
+eager and replay in alternating rounds puts both under the same drift within a process, and each round gives
+its own ratio: their median is the speed-up, their range its spread.
 
 What means the same on every node is how close the replay comes to the GPU's own time: the kernels' durations
 summed (the profiler's, from the eager calls: the same kernels a graph of them replays), over the replay's time
-per call. That share (``gpu_busy_pct``) is what a graph is for;
-the speed-up is shown beside its bound, eager's time over the kernels' (what removing every launch could give).
+per call. That share (``gpu_busy_pct``) is what a graph is for; the speed-up is shown beside its bound, eager's
+time over the kernels' (what removing every launch could give).
 """
 
 from __future__ import annotations
