@@ -17,10 +17,13 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      what ncu measures; the Triton softmax; a CUDA extension; where a
                                                      step's memory goes; accumulation; expandable segments; torchrun
                                                      from a notebook
-    loaders · profiling · roofline · kernels.launches · kernels.softmax · kernels.attention · memory.search ·
-    ddp.worker · ddp.overlap · ddp.cluster           input pipelines; torch.profiler; the roofline; launches; softmax
-                                                     variants; attention; the largest batch; the DDP worker; one
-                                                     rank's trace and HTA's overlap; torchrun on many nodes, Slurm
+    loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
+    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard
+                                                     input pipelines; torch.profiler; the roofline; launches; CUDA
+                                                     graphs replayed and timed; softmax variants; attention; the
+                                                     largest batch; the DDP worker; one rank's trace and HTA's
+                                                     overlap; torchrun on many nodes, Slurm; the final challenge's
+                                                     leaderboard (SQLite)
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
                                                      memory over time
