@@ -65,6 +65,28 @@ def test_the_training_loop_pairs_fp16_with_a_scaler_when_bf16_is_missing(monkeyp
     assert r.precision == "fp16" and "bf16 ran as fp16" in r.summary()
 
 
+def test_the_ddp_worker_pairs_fp16_with_a_scaler_when_bf16_is_missing(monkeypatch):
+    # the worker's step, in this process (one rank, no process group needed): bf16 forced to resolve as on a T4
+    import argparse
+
+    from helpers.ddp import Variant, worker
+
+    monkeypatch.setattr(env, "resolve_dtype", lambda dtype, device: "fp16" if dtype == "bf16" else dtype)
+    scaled = []
+    real_scale = torch.amp.GradScaler.scale
+    monkeypatch.setattr(torch.amp.GradScaler, "scale",
+                        lambda self, loss: scaled.append((self.is_enabled(), loss.dtype)) or real_scale(self, loss))
+    args = argparse.Namespace(channels_last=True, image_size=32, dtype="bf16")
+    step, use_ddp = worker._make_step(Variant("t4", 2), args, 0, 1, torch.device("cpu"))
+    step()
+    assert not use_ddp and scaled == [(True, torch.float32)]  # the loss is scaled in fp32, the forward in fp16
+    monkeypatch.setattr(env, "resolve_dtype", lambda dtype, device: dtype)  # where bf16 is native: no scaling
+    scaled.clear()
+    step, _ = worker._make_step(Variant("native", 2), args, 0, 1, torch.device("cpu"))
+    step()
+    assert scaled == [(False, torch.float32)]
+
+
 def test_the_training_loop_on_a_cpu_without_bf16_runs_fp32(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     cfg = train.TrainConfig(batch_size=4, image_size=32, data="gpu", dataset_size=8, dtype="bf16", steps=5,
