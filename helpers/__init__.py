@@ -11,10 +11,11 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time
-    bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.cuda_ext ·
-    memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
+    bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.relu_pool_triton ·
+    kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
-                                                     what ncu measures; the Triton softmax; a CUDA extension; where a
+                                                     what ncu measures; the Triton softmax; ReLU + max-pool fused,
+                                                     forward and backward, in Triton; a CUDA extension; where a
                                                      step's memory goes; accumulation; expandable segments; torchrun
                                                      from a notebook
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·

@@ -501,17 +501,19 @@ def compute_only_img_per_s(
     return cfg.batch_size * cfg.grad_accum / (ms / 1e3)
 
 
-def step_only_trainer(cfg: TrainConfig, *, device: torch.device | str | None = None) -> Trainer:
+def step_only_trainer(cfg: TrainConfig, *, device: torch.device | str | None = None,
+                      model: nn.Module | None = None) -> Trainer:
     """A :class:`Trainer` whose every ``step()`` trains on one batch already on the device: no input work at all.
 
     Data and synchronisation knobs of ``cfg`` are ignored; batch size, dtype, memory layout, compile and
-    its mode, ``cudnn_benchmark`` and ``grad_accum`` count.
+    its mode, ``cudnn_benchmark`` and ``grad_accum`` count. ``model``: another network than the reference CNN
+    (the reference with a fused kernel in it, say).
     """
     step_cfg = dataclasses.replace(
         cfg, data="gpu", num_workers=0, pin_memory=False, non_blocking=False, persistent_workers=False,
         prefetch_factor=None, normalize_on_device=False, sync_each_step=False, item_each_step=False,
         dataset_size=cfg.batch_size,
     )
-    trainer = Trainer(step_cfg, device=device)
+    trainer = Trainer(step_cfg, device=device, model=model)
     trainer._batches = itertools.repeat(next(trainer._batches))  # the same batch every time
     return trainer

@@ -143,3 +143,27 @@ def test_attention_uses_a_fused_kernel_on_the_gpu():
     assert attention.sdpa_backend(q, q, q) != "math (unfused ops)"
     df = attention.sweep([128, 256], batch=1, heads=2, head_dim=64, repeats=2)
     assert (df["naive peak GiB"] > df["SDPA peak GiB"]).all()
+
+
+def test_fused_relu_pool_on_the_gpu_matches_pytorch_and_compiles():
+    from helpers.kernels import relu_pool_triton as rp
+
+    x = torch.randn(8, 64, 56, 56, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    mine, ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, want = rp.relu_maxpool2x2(mine), rp.relu_maxpool2x2_reference(ref)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    grad = torch.randn_like(want)
+    y.backward(grad)
+    want.backward(grad)
+    torch.testing.assert_close(mine.grad, ref.grad, rtol=0, atol=0)
+    # torch.compile sees the custom op's kernels and differentiates through its registered backward
+    m = rp.fuse_relu_pool(models.ReferenceCNN(32).cuda().to(memory_format=torch.channels_last))
+    r = models.ReferenceCNN(32).cuda().to(memory_format=torch.channels_last)
+    r.load_state_dict(m.state_dict())
+    xs = torch.randn(4, 3, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last)
+    compiled = torch.compile(m)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out, want = compiled(xs), r(xs)
+    torch.testing.assert_close(out.float(), want.float(), rtol=2e-2, atol=2e-2)
+    out.float().sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
