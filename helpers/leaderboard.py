@@ -171,10 +171,13 @@ def entries(*, path: Path | str | None = None, device: str | None = None) -> "pa
     import pandas as pd
 
     path = Path(path) if path is not None else default_path()
+    empty = pd.DataFrame(columns=["rank", "name", *_HEADER, *REQUIRED, *OPTIONAL, "checks"])
     if not path.exists():
-        return pd.DataFrame(columns=["rank", "name", *_HEADER, *REQUIRED, *OPTIONAL])
+        return empty
     con = _connect(path)
     try:
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'").fetchone() is None:
+            return empty  # a file whose first write never committed (its writer was killed): nothing in it
         query, args = "SELECT * FROM entries", ()
         if device is not None:
             query, args = query + " WHERE device = ?", (device,)

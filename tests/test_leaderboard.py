@@ -97,3 +97,16 @@ def test_smoke_runs_go_to_the_ignored_local_folder(monkeypatch, tmp_path):
     monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path))
     assert lb.default_path("smoke") == tmp_path / "local" / "leaderboard.sqlite"
     assert lb.default_path("full") == tmp_path / "leaderboard.sqlite"
+
+
+def test_a_file_whose_only_writer_died_reads_as_empty(tmp_path):
+    import multiprocessing
+
+    db = tmp_path / "lb.sqlite"
+    proc = multiprocessing.get_context("spawn").Process(target=lb._die_mid_write, args=(str(db),))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 1 and db.exists()
+    assert lb.entries(path=db).empty
+    lb.add(_entry("first"), path=db)  # its lock went with it: the next writer goes on
+    assert list(lb.entries(path=db)["name"]) == ["first"]

@@ -243,8 +243,8 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
         return failed(name, graphed, f"It replays a graph, but is not clearly faster than eager: {s}. A replay should "
                                      f"be at least {MIN_GRAPH_SPEEDUP:g}× faster in every round. Capture once, outside "
                                      "the function you return; inside it, only copy the input in, replay and clone.")
-    return CheckResult(name, "passed", f"It matches the model on fresh inputs, replays a graph ({launched} launch per "
-                                       f"call) and runs {s}.",
+    return CheckResult(name, "passed", f"It matches the model on fresh inputs, replays a graph ({launched} graph "
+                                       f"launch{'es' * (launched > 1)} per call) and runs {s}.",
                        make_graphed)  # like the reference it stands in for: a function that captures
 
 
