@@ -57,15 +57,12 @@ def main(argv: list[str] | None = None) -> int:
                             cudnn_benchmark=True, compile=True)
     flops = bench.flops_per_image(models.ReferenceCNN(224), 224)
     for label, model in (("compiled", None), ("compiled_fused", rp.fuse_relu_pool(models.ReferenceCNN(224)))):
-        trainer = train.step_only_trainer(cfg, model=model)
-        first = compile_modes._first_call_s(lambda: trainer.step(measure=False), trainer.device)
-        m = bench.time_it(lambda: trainer.step(measure=False), warmup=5, repeats=args.steps)
-        img_s = args.batch / (m.median_ms * 1e-3)
-        mfu = 100 * img_s * flops / (ceil.matmul_tflops * 1e12)
-        figures.update({f"step_{label}_img_per_s": img_s, f"step_{label}_mfu_pct": mfu,
-                        f"step_{label}_first_call_s": first})
-        print(f"step {label}: {m.median_ms:.1f} ms ({img_s:,.0f} img/s, MFU {mfu:.1f}%), first call {first:.0f} s")
-        del trainer
+        t = compile_modes.time_train_step(cfg, label=label, repeats=args.steps, model=model)
+        mfu = 100 * t.items_per_s * flops / (ceil.matmul_tflops * 1e12)
+        figures.update({f"step_{label}_img_per_s": t.items_per_s, f"step_{label}_mfu_pct": mfu,
+                        f"step_{label}_first_call_s": t.compile_s})
+        print(f"step {label}: {t.step.median_ms:.1f} ms ({t.items_per_s:,.0f} img/s, MFU {mfu:.1f}%), first call "
+              f"{t.compile_s:.0f} s")
         torch.cuda.empty_cache()
     print(f"saved to {results.record(figures)}")
     return 0

@@ -93,13 +93,14 @@ def _first_call_s(fn: Callable[[], object], device: torch.device) -> float:
 
 
 def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch.device | str | None = None,
-                    warmup: int = 5, repeats: int = 20) -> StepTiming:
+                    warmup: int = 5, repeats: int = 20, model: torch.nn.Module | None = None) -> StepTiming:
     """One training step of ``cfg`` on a batch already on the device (no input work): first call, then steady.
 
     ``cfg.compile`` and ``cfg.compile_mode`` choose eager or a compile mode; ``warmup`` more steps
-    follow the first (CUDA graphs are recorded there) before ``repeats`` are timed.
+    follow the first (CUDA graphs are recorded there) before ``repeats`` are timed. ``model``: another network
+    than the reference CNN (one with a fused kernel in it, say).
     """
-    trainer = step_only_trainer(cfg, device=device)
+    trainer = step_only_trainer(cfg, device=device, model=model)
     try:
         first = _first_call_s(lambda: trainer.step(measure=False), trainer.device)
         m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
