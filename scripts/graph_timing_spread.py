@@ -15,7 +15,8 @@ ways, in the same process:
 
 Prints each process's two speed-ups and, per method, the range over processes as a share of its median (what a
 second run of the notebook can differ by); records them as ``graph_speedup_spread_pct_events``,
-``..._rounds`` and ``..._gpu_busy_pct`` in ``results/`` with the device.
+``..._rounds`` and ``..._gpu_busy_pct`` in ``results/`` with the device, with each method's lowest and highest
+(``graph_speedup_min_<method>``, ``graph_speedup_max_<method>``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         vals = [r[method] for r in runs]
         spread = 100 * (max(vals) - min(vals)) / statistics.median(vals)
         figures[f"graph_speedup_spread_pct_{method}"] = spread
+        figures[f"graph_speedup_min_{method}"], figures[f"graph_speedup_max_{method}"] = min(vals), max(vals)
         print(f"{method}: median {statistics.median(vals):.2f}, {min(vals):.2f} to {max(vals):.2f} over "
               f"{len(vals)} processes ({spread:.1f}% of the median)")
     print(f"saved to {results.record(figures)}")
