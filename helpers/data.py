@@ -38,6 +38,7 @@ __all__ = [
     "MEAN",
     "STD",
     "synthetic_images",
+    "heldout_images",
     "reference_transform",
     "resize_transform",
     "normalize_u8",
@@ -69,6 +70,7 @@ def synthetic_images(
     noise: float = 50.0,
     max_shift: int = 4,
     label_noise: float = 0.1,
+    stream: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` learnable RGB images as uint8 ``(n, size, size, 3)`` and int64 labels ``(n,)``.
 
@@ -78,6 +80,9 @@ def synthetic_images(
     offset and pixel noise. A share ``label_noise`` of the labels is redrawn
     at random, as in real data sets: the loss falls steadily but never to zero,
     and accuracy stays below 100%, so a training curve looks like training.
+
+    ``stream``: another draw of images from the same classes (the templates come from ``seed`` alone):
+    :func:`heldout_images` uses it for a test set the training run never saw.
     """
     if n <= 0 or size <= 0:
         raise ValueError(f"synthetic_images needs n > 0 and size > 0, got n={n}, size={size}.")
@@ -85,6 +90,8 @@ def synthetic_images(
     coarse = rng.uniform(60, 195, size=(1, 4, 4, 3)) + rng.normal(0, 25, size=(num_classes, 4, 4, 3))
     reps = -(-size // 4)
     templates = np.repeat(np.repeat(coarse, reps, axis=1), reps, axis=2)[:, :size, :size]
+    if stream:
+        rng = np.random.default_rng((seed, stream))  # the same classes, other images
     shifts = range(-max_shift, max_shift + 1)
     # Every (class, dy, dx) variant once, then index it: no per-image Python loop.
     variants = np.stack([np.roll(templates, (dy, dx), axis=(1, 2)) for dy in shifts for dx in shifts], axis=1)
@@ -102,6 +109,18 @@ def synthetic_images(
     relabel = rng.random(n) < label_noise
     labels = np.where(relabel, rng.integers(0, num_classes, size=n), labels)
     return out, labels.astype(np.int64)
+
+
+#: The stream :func:`heldout_images` draws from: never used for training.
+HELDOUT_STREAM = 1
+
+
+def heldout_images(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` images of the training set's classes (the same ``seed``) that no training run sees: a test set.
+
+        images, labels = heldout_images(4096)     # uint8 (4096, 32, 32, 3), int64 (4096,)
+    """
+    return synthetic_images(n, seed=seed, stream=HELDOUT_STREAM)
 
 
 def reference_transform(image_size: int = 224) -> Callable:

@@ -15,7 +15,7 @@ counted and read back.
 An entry carries where it ran (device, driver, torch, CUDA, host CPU, date), the harness's rule checks
 (all must have passed: a refused run is not ranked) and its figures. The figures in :data:`REQUIRED` must be
 there, numbers, finite and in range; those in :data:`OPTIONAL` may be None where the device cannot measure
-them (no GPM on a T4, no NVML on a CPU).
+them (no GPM on a T4, no NVML and no GPU memory on a CPU).
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ REQUIRED: dict[str, tuple[float, float, str]] = {
     "speedup": (0.0, math.inf, "img/s over the same session's baseline"),
     "mfu_pct": (0.0, 100.0, "model FLOPs per second over the measured bf16 matmul ceiling, in %"),
     "accuracy": (0.0, 1.0, "held-out accuracy, a fraction"),
-    "peak_mem_gb": (0.0, math.inf, "peak GPU memory allocated, GB"),
 }
 #: Figures an entry may leave as None where this device cannot measure them.
 OPTIONAL: dict[str, tuple[float, float, str]] = {
+    "peak_mem_gb": (0.0, math.inf, "peak GPU memory allocated by PyTorch, GB (none on a CPU)"),
     "nvml_util_pct": (0.0, 100.0, "NVML's GPU utilisation in steady state, in %"),
     "gpm_sm_pct": (0.0, 100.0, "GPM's SM activity in steady state, in %"),
     "speedup_bound": (0.0, math.inf, "the most a speed-up can be on this node: the ceiling over the baseline"),

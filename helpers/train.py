@@ -32,13 +32,14 @@ from . import env, timebox
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
-__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "step_only_trainer", "explain_out_of_memory", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
+__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
            "compute_only_img_per_s"]
 
 DTYPES = ("fp32", "bf16", "fp16")
 DATA_SOURCES = ("memory", "jpeg", "gpu")
 # torch.compile's modes: reduce-overhead adds CUDA graphs; max-autotune also times many GEMM/conv kernels (minutes).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_BACKENDS = ("inductor", "aot_eager")
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: The fewest measured steps a training window's figures are taken from (when its time box cuts it short).
 MIN_STABLE_STEPS = 5
@@ -70,12 +71,17 @@ class TrainConfig:
     channels_last: bool = False
     compile: bool = False
     compile_mode: str = "default"  # with compile=True: one of COMPILE_MODES
+    # "inductor" generates kernels; "aot_eager" captures the same graphs (forward and backward) and runs them with
+    # PyTorch's own kernels: what a CPU smoke run uses to check the capture without minutes of C++ compiling
+    compile_backend: Literal["inductor", "aot_eager"] = "inductor"
     cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once and keep the fastest
     sync_each_step: bool = False  # torch.cuda.synchronize() after the copy and after the step (the classic loop's habit)
     item_each_step: bool = False  # loss.item() every step: a hidden CPU-GPU sync
     grad_accum: int = 1
     lr: float = 0.01
     momentum: float = 0.9
+    # SGD's fused implementation: one kernel updates every parameter (foreach: a few; the loop: several per tensor)
+    fused_optimizer: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -92,6 +98,8 @@ class TrainConfig:
         positive_int("dataset_size")
         if self.dtype not in DTYPES:
             raise _bad("dtype", self.dtype, f"choose one of {', '.join(DTYPES)}")
+        if self.compile_backend not in COMPILE_BACKENDS:
+            raise _bad("compile_backend", self.compile_backend, f"choose one of {', '.join(COMPILE_BACKENDS)}")
         if self.compile_mode not in COMPILE_MODES:
             raise _bad("compile_mode", self.compile_mode, f"choose one of {', '.join(COMPILE_MODES)}")
         if self.data not in DATA_SOURCES:
@@ -248,12 +256,14 @@ class Trainer:
         if cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                         fused=True if cfg.fused_optimizer else None)
         self.loss_fn = nn.CrossEntropyLoss()
-        mode = None if cfg.compile_mode == "default" else cfg.compile_mode
-        self.forward: Callable = torch.compile(model, mode=mode) if cfg.compile else model
+        mode = None if cfg.compile_mode == "default" or cfg.compile_backend != "inductor" else cfg.compile_mode
+        self.forward: Callable = torch.compile(model, mode=mode, backend=cfg.compile_backend) if cfg.compile else model
         # CUDA graphs (reduce-overhead, max-autotune) replay into the same output memory: tell them where a step starts
-        self._graphs = cfg.compile and cfg.compile_mode in ("reduce-overhead", "max-autotune") and self.cuda
+        self._graphs = (cfg.compile and cfg.compile_backend == "inductor" and self.cuda
+                        and cfg.compile_mode in ("reduce-overhead", "max-autotune"))
         # What this device computes for cfg.dtype: bf16 on a GPU without it runs as fp16 (with the scaler below),
         # bf16/fp16 on a CPU without their instructions as fp32; each said once (env.resolve_dtype).
         self.precision = env.resolve_dtype(cfg.dtype, self.device)

@@ -156,7 +156,7 @@ def test_fused_relu_pool_on_the_gpu_matches_pytorch_and_compiles():
     y.backward(grad)
     want.backward(grad)
     torch.testing.assert_close(mine.grad, ref.grad, rtol=0, atol=0)
-    # torch.compile sees the custom op's kernels and differentiates through its registered backward
+    # torch.compile calls the custom ops as they are and differentiates through their registered backward
     m = rp.fuse_relu_pool(models.ReferenceCNN(32).cuda().to(memory_format=torch.channels_last))
     r = models.ReferenceCNN(32).cuda().to(memory_format=torch.channels_last)
     r.load_state_dict(m.state_dict())

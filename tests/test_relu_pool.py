@@ -30,22 +30,54 @@ def test_forward_and_backward_equal_pytorchs_relu_then_pool(fmt, dtype, shape):
     assert mine.grad.is_contiguous(memory_format=fmt)
 
 
+@pytest.mark.parametrize("fmt", [torch.contiguous_format, torch.channels_last], ids=["nchw", "channels_last"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_with_a_bias_it_equals_adding_the_bias_first_and_gives_the_bias_its_gradient(fmt, dtype):
+    g = torch.Generator().manual_seed(3 + (dtype == torch.bfloat16))
+    shape = (3, 70, 6, 10)  # 70 channels: no power of two, so part of a channel tile is masked off
+    x = ((torch.randn(shape, generator=g) * 2).round() / 2).to(dtype).contiguous(memory_format=fmt)
+    b = (torch.randn(shape[1], generator=g) * 2).round() / 2  # halves: x + b is exact in bf16 too
+    mine_x, ref_x = x.clone().requires_grad_(), x.clone().requires_grad_()
+    mine_b, ref_b = b.clone().requires_grad_(), b.clone().requires_grad_()
+    y, want = rp.relu_maxpool2x2(mine_x, mine_b), rp.relu_maxpool2x2_reference(ref_x, ref_b)
+    torch.testing.assert_close(y, want, rtol=0, atol=0)
+    grad = torch.randn(want.shape, generator=g).to(dtype)
+    y.backward(grad)
+    want.backward(grad)
+    torch.testing.assert_close(mine_x.grad, ref_x.grad, rtol=0, atol=0)
+    # the bias's gradient is a sum, added in another order (and in fp32 here): close, not bit for bit
+    torch.testing.assert_close(mine_b.grad, ref_b.grad, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-4)
+    assert mine_b.grad.dtype == b.dtype
+
+
+def test_a_bias_of_the_wrong_size_is_refused_clearly():
+    with pytest.raises(ValueError, match="one value per channel"):
+        rp.relu_maxpool2x2(torch.randn(1, 4, 8, 8), torch.zeros(3))
+
+
 def test_a_non_4d_input_is_refused_clearly():
     with pytest.raises(ValueError, match="4-D"):
         rp.relu_maxpool2x2(torch.randn(3, 8, 8))
 
 
-def test_a_reference_cnn_with_the_fused_op_is_the_same_function():
+@pytest.mark.parametrize("padded", [False, True], ids=["conv1", "conv1_padded_to_8"])
+def test_a_reference_cnn_with_the_fused_op_is_the_same_function(padded):
     torch.manual_seed(0)
     ref = models.ReferenceCNN(16)
     fused = models.ReferenceCNN(16)
     fused.load_state_dict(ref.state_dict())
+    if padded:
+        models.pad_first_conv(fused)
     rp.fuse_relu_pool(fused)
     x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(fused(x), ref(x), rtol=0, atol=0)
     fused(x).sum().backward()
     ref(x).sum().backward()
     for (name, a), b in zip(fused.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-6, atol=1e-7, msg=lambda m, name=name: f"{name}: {m}")
+        grad = a.grad
+        if padded and name == "conv1.conv.weight":  # the zero channels get zero gradients
+            torch.testing.assert_close(grad[:, 3:], torch.zeros_like(grad[:, 3:]), rtol=0, atol=0)
+            grad = grad[:, :3]
+        torch.testing.assert_close(grad, b.grad, rtol=1e-6, atol=1e-7, msg=lambda m, name=name: f"{name}: {m}")
     with pytest.raises(TypeError, match="ReferenceCNN"):
         rp.fuse_relu_pool(torch.nn.Linear(2, 2))

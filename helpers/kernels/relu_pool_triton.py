@@ -1,25 +1,30 @@
-"""ReLU and 2×2 max-pool fused, forward and backward, in Triton: the kernel the final challenge's profile asks for.
+"""Bias, ReLU and 2×2 max-pool fused, forward and backward, in Triton: the kernels the final challenge's profile asks for.
 
     from helpers.kernels.relu_pool_triton import relu_maxpool2x2
-    y = relu_maxpool2x2(x)     # == F.max_pool2d(F.relu(x), 2), any layout (channels_last is the fast one), and
-    y.sum().backward()         # x.grad as PyTorch's ReLU + max-pool backward gives it, ties included
-    fuse_relu_pool(model)      # a ReferenceCNN's blocks run conv → this kernel (same weights, same function)
+    y = relu_maxpool2x2(x)         # == F.max_pool2d(F.relu(x), 2), any layout (channels_last is the fast one)
+    y = relu_maxpool2x2(x, bias)   # == F.max_pool2d(F.relu(x + bias[:, None, None]), 2): a convolution's bias too
+    y.sum().backward()             # x.grad (and bias.grad) as PyTorch's ops give them, ties included
+    fuse_relu_pool(model)          # a ReferenceCNN's blocks run conv (no bias) → this kernel (the same function)
 
-Why it pays: ``max(0, max of four) == max of four (max(0, each))``, so the ReLU can follow the pool. PyTorch runs
-them as separate kernels and keeps, for the backward, ReLU's output (as large as ``x``) and the pool's
-argmax indices (int64, a quarter of ``x``'s elements at 8 bytes each). Its pool backward fills the whole
-input gradient with zeros, then scatters the output gradient into it; ReLU's backward reads that gradient and
-its own output and writes the gradient again.
+Why it pays: ``max(0, max of four + b) == max of four (max(0, each + b))``, so the bias and the ReLU can follow the
+pool. Compiled, PyTorch runs the convolution without its bias, then one kernel adds the bias and applies the ReLU
+(reading and writing the whole activation), then the pool (reading it again, writing a quarter and the argmax
+indices). In the backward a kernel scatters the output gradient through the indices and ReLU's mask, and another
+sums the whole input gradient per channel for the bias.
 
-Here the forward reads ``x`` once and writes ``y`` (a quarter of it), and keeps ``x`` alone for the backward
-(the convolution before it already produced it). The backward finds each window's argmax again from ``x``
-(the first largest, in the order PyTorch's pool uses), and writes every element of the input gradient
-exactly once: the output gradient where the window's maximum was and was positive, zero elsewhere. No fill,
-no scatter, no indices.
+Here the forward reads ``x`` once and writes ``y`` (a quarter of it), and keeps ``x`` for the backward (the
+convolution produced it anyway). The backward finds each window's argmax again from ``x`` (the first largest, in
+the order PyTorch's pool uses), writes every element of the input gradient exactly once (the output gradient where
+the window's maximum was and was positive, zero elsewhere: no fill, no scatter, no indices), and sums the bias's
+gradient from the output gradient it already holds, a quarter of the input's size: each tile adds its per-channel
+sums with one atomic add per channel (so the bias gradient's last bits depend on the order tiles finish).
 
-Registered as a custom operator (``gpl::relu_maxpool2x2``, :func:`torch.library.triton_op`) with its backward,
-so ``torch.compile`` sees the kernels and autograd differentiates it. This module imports Triton; on a CPU,
-Triton's interpreter runs it (``helpers`` sets ``TRITON_INTERPRET=1``): correct there, slow.
+Each program takes a tile of output positions × channels, so the loads run along the channels in channels_last
+(contiguous) and the bias is loaded once per tile. Registered as opaque custom operators (``gpl::relu_maxpool2x2``
+and its backward, :func:`torch.library.custom_op`) with autograd: ``torch.compile`` calls them as they are. (Traced
+into as a ``triton_op``, Inductor's functionalisation added copies of the buffers the kernels write: about 5 ms a
+step at batch 512.) This module imports Triton; on a CPU, Triton's interpreter runs it (``helpers`` sets
+``TRITON_INTERPRET=1``): correct there, slow.
 """
 
 from __future__ import annotations
@@ -27,67 +32,65 @@ from __future__ import annotations
 import types
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
-from torch.library import triton_op, wrap_triton
 
-__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK"]
+from ..models import PaddedInputConv
 
-BLOCK = 1024  # output elements per program
+__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK_P"]
+
+BLOCK_P = 32  # output positions per tile (× up to 64 channels: 2,048 outputs); 32 times the backward 13% faster than 16 on an H100
+_MAX_BLOCK_C = 64
 
 
 @triton.jit
-def _window(x_ptr, n, c, oh, ow, sn, sc, sh, sw, mask):
-    """The 2×2 window of ``x`` under output (n, c, oh, ow): its four values, in PyTorch's scan order."""
-    base = n * sn + c * sc + (2 * oh) * sh + (2 * ow) * sw
+def _tile(p0, c0, P, C, OH, OW, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    """A tile's output positions (as n, oh, ow), its channels, and which of them exist."""
+    p = p0.to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)  # int64: batch 1024 at 224² passes 2³¹ elements
+    c = c0 * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (p < P)[:, None] & (c < C)[None, :]
+    ow = p % OW
+    rest = p // OW
+    oh = rest % OH
+    n = rest // OH
+    return n, oh, ow, c, mask
+
+
+@triton.jit
+def _window(x_ptr, n, oh, ow, c, C, sn, sc, sh, sw, mask, b_ptr, HAS_BIAS: tl.constexpr):
+    """The 2×2 windows of ``x`` under a tile: where they start, their four values (in PyTorch's scan order),
+    and the bias of each channel (zeros without one)."""
+    base = (n * sn + (2 * oh) * sh + (2 * ow) * sw)[:, None] + (c * sc)[None, :]
     v00 = tl.load(x_ptr + base, mask=mask, other=0.0).to(tl.float32)
     v01 = tl.load(x_ptr + base + sw, mask=mask, other=0.0).to(tl.float32)
     v10 = tl.load(x_ptr + base + sh, mask=mask, other=0.0).to(tl.float32)
     v11 = tl.load(x_ptr + base + sh + sw, mask=mask, other=0.0).to(tl.float32)
-    return base, v00, v01, v10, v11
+    if HAS_BIAS:
+        b = tl.load(b_ptr + c, mask=c < C, other=0.0).to(tl.float32)
+    else:
+        b = tl.zeros_like(c).to(tl.float32)
+    return base, v00, v01, v10, v11, b
 
 
 @triton.jit
-def _output_coords(offs, C, OH, OW, CHANNELS_LAST: tl.constexpr):
-    """Output element ``offs`` (in the output's memory order, so loads and stores are contiguous) as n, c, oh, ow."""
-    if CHANNELS_LAST:  # memory order n, oh, ow, c: neighbouring programs' lanes are neighbouring channels
-        c = offs % C
-        rest = offs // C
-        ow = rest % OW
-        rest = rest // OW
-        oh = rest % OH
-        n = rest // OH
-    else:  # n, c, oh, ow
-        ow = offs % OW
-        rest = offs // OW
-        oh = rest % OH
-        rest = rest // OH
-        c = rest % C
-        n = rest // C
-    return n, c, oh, ow
-
-
-@triton.jit
-def relu_maxpool_fwd_kernel(x_ptr, y_ptr, total, C, OH, OW, sn, sc, sh, sw, yn, yc, yh, yw,
-                            CHANNELS_LAST: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: batch 1024 at 224² passes 2³¹
-    mask = offs < total
-    n, c, oh, ow = _output_coords(offs, C, OH, OW, CHANNELS_LAST)
-    base, v00, v01, v10, v11 = _window(x_ptr, n, c, oh, ow, sn, sc, sh, sw, mask)
-    best = tl.maximum(tl.maximum(v00, v01), tl.maximum(v10, v11))
+def relu_maxpool_fwd_kernel(x_ptr, b_ptr, y_ptr, P, C, OH, OW, sn, sc, sh, sw, yn, yc, yh, yw,
+                            HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    n, oh, ow, c, mask = _tile(tl.program_id(0), tl.program_id(1), P, C, OH, OW, BLOCK_P, BLOCK_C)
+    base, v00, v01, v10, v11, b = _window(x_ptr, n, oh, ow, c, C, sn, sc, sh, sw, mask, b_ptr, HAS_BIAS)
+    best = tl.maximum(tl.maximum(v00, v01), tl.maximum(v10, v11)) + b[None, :]
     out = tl.maximum(best, 0.0)  # the ReLU, after the pool: the same value, one comparison instead of four
-    tl.store(y_ptr + n * yn + c * yc + oh * yh + ow * yw, out.to(y_ptr.dtype.element_ty), mask=mask)
+    dst = (n * yn + oh * yh + ow * yw)[:, None] + (c * yc)[None, :]
+    tl.store(y_ptr + dst, out.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def relu_maxpool_bwd_kernel(x_ptr, gy_ptr, gx_ptr, total, C, OH, OW, sn, sc, sh, sw, yn, yc, yh, yw,
-                            CHANNELS_LAST: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: batch 1024 at 224² passes 2³¹
-    mask = offs < total
-    n, c, oh, ow = _output_coords(offs, C, OH, OW, CHANNELS_LAST)
-    base, v00, v01, v10, v11 = _window(x_ptr, n, c, oh, ow, sn, sc, sh, sw, mask)
+def relu_maxpool_bwd_kernel(x_ptr, b_ptr, gy_ptr, gx_ptr, gb_ptr, P, C, OH, OW, sn, sc, sh, sw, yn, yc, yh, yw,
+                            HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    n, oh, ow, c, mask = _tile(tl.program_id(0), tl.program_id(1), P, C, OH, OW, BLOCK_P, BLOCK_C)
+    base, v00, v01, v10, v11, b = _window(x_ptr, n, oh, ow, c, C, sn, sc, sh, sw, mask, b_ptr, HAS_BIAS)
     # the first largest in scan order, as PyTorch's pool picks it (a later value must be strictly larger)
-    idx = tl.zeros_like(offs)
+    idx = tl.zeros(v00.shape, dtype=tl.int32)
     best = v00
     idx = tl.where(v01 > best, 1, idx)
     best = tl.maximum(best, v01)
@@ -95,8 +98,8 @@ def relu_maxpool_bwd_kernel(x_ptr, gy_ptr, gx_ptr, total, C, OH, OW, sn, sc, sh,
     best = tl.maximum(best, v10)
     idx = tl.where(v11 > best, 3, idx)
     best = tl.maximum(best, v11)
-    g = tl.load(gy_ptr + n * yn + c * yc + oh * yh + ow * yw, mask=mask, other=0.0).to(tl.float32)
-    g = tl.where(best > 0.0, g, 0.0)  # ReLU's gradient: nothing flows where the window's maximum was ≤ 0
+    g = tl.load(gy_ptr + (n * yn + oh * yh + ow * yw)[:, None] + (c * yc)[None, :], mask=mask, other=0.0)
+    g = tl.where(best + b[None, :] > 0.0, g.to(tl.float32), 0.0)  # ReLU's gradient: none where max + bias ≤ 0
     zero = tl.zeros_like(g)
     ty = gx_ptr.dtype.element_ty
     # the input gradient's layout is the input's: the same strides
@@ -104,31 +107,58 @@ def relu_maxpool_bwd_kernel(x_ptr, gy_ptr, gx_ptr, total, C, OH, OW, sn, sc, sh,
     tl.store(gx_ptr + base + sw, tl.where(idx == 1, g, zero).to(ty), mask=mask)
     tl.store(gx_ptr + base + sh, tl.where(idx == 2, g, zero).to(ty), mask=mask)
     tl.store(gx_ptr + base + sh + sw, tl.where(idx == 3, g, zero).to(ty), mask=mask)
+    if HAS_BIAS:  # each output's gradient reaches exactly one input element: the bias's gradient is their sum
+        tl.atomic_add(gb_ptr + c, tl.sum(g, axis=0), mask=c < C)
 
 
-def _layout(x: torch.Tensor) -> tuple[bool, torch.memory_format]:
+def _layout(x: torch.Tensor) -> torch.memory_format:
     if x.dim() != 4:
         raise ValueError(f"relu_maxpool2x2 expects a 4-D (N, C, H, W) tensor, got shape {tuple(x.shape)}.")
     cl = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
-    return cl, torch.channels_last if cl else torch.contiguous_format
+    return torch.channels_last if cl else torch.contiguous_format
 
 
-@triton_op("gpl::relu_maxpool2x2", mutates_args=())
-def _forward(x: torch.Tensor) -> torch.Tensor:
-    cl, fmt = _layout(x)
+_INTERPRETER_BLOCK_P = 1024  # on a CPU Triton's interpreter runs programs one by one: few, large tiles are fast
+
+
+def _grid(x: torch.Tensor) -> tuple[tuple[int, int], int, int]:
+    N, C, H, W = x.shape
+    block_c = min(_MAX_BLOCK_C, triton.next_power_of_2(C)) if x.is_cuda else triton.next_power_of_2(C)
+    block_p = BLOCK_P if x.is_cuda else _INTERPRETER_BLOCK_P
+    return (triton.cdiv(N * (H // 2) * (W // 2), block_p), triton.cdiv(C, block_c)), block_p, block_c
+
+
+def _check_bias(x: torch.Tensor, bias: torch.Tensor | None) -> None:
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != x.shape[1]):
+        raise ValueError(f"relu_maxpool2x2: bias must have one value per channel ({x.shape[1]}), got shape "
+                         f"{tuple(bias.shape)}.")
+
+
+@torch.library.custom_op("gpl::relu_maxpool2x2", mutates_args=())
+def _forward(x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    fmt = _layout(x)
+    _check_bias(x, bias)
     x = x.contiguous(memory_format=fmt)  # a no-op for either dense layout; strided views are made dense
     N, C, H, W = x.shape
     y = torch.empty((N, C, H // 2, W // 2), device=x.device, dtype=x.dtype, memory_format=fmt)
-    total = y.numel()
-    if total:
-        wrap_triton(relu_maxpool_fwd_kernel)[(triton.cdiv(total, BLOCK),)](
-            x, y, total, C, H // 2, W // 2, *x.stride(), *y.stride(), CHANNELS_LAST=cl, BLOCK=BLOCK)
+    if y.numel():
+        grid, block_p, block_c = _grid(x)
+        relu_maxpool_fwd_kernel[grid](x, bias if bias is not None else x, y, N * (H // 2) * (W // 2),
+                                      C, H // 2, W // 2, *x.stride(), *y.stride(), HAS_BIAS=bias is not None,
+                                      BLOCK_P=block_p, BLOCK_C=block_c)
     return y
 
 
-@triton_op("gpl::relu_maxpool2x2_backward", mutates_args=())
-def _backward(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    cl, fmt = _layout(x)
+@_forward.register_fake
+def _forward_fake(x, bias):
+    fmt = _layout(x)
+    N, C, H, W = x.shape
+    return x.new_empty((N, C, H // 2, W // 2)).contiguous(memory_format=fmt)
+
+
+@torch.library.custom_op("gpl::relu_maxpool2x2_backward", mutates_args=())
+def _backward(grad_y: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    fmt = _layout(x)
     x = x.contiguous(memory_format=fmt)
     grad_y = grad_y.contiguous(memory_format=fmt)
     N, C, H, W = x.shape
@@ -136,49 +166,69 @@ def _backward(grad_y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     # side's last row or column lies in none (the pool floors) and must read as zero
     odd = H % 2 or W % 2
     grad_x = (torch.zeros_like if odd else torch.empty_like)(x, memory_format=fmt)
-    total = grad_y.numel()
-    if total:
-        wrap_triton(relu_maxpool_bwd_kernel)[(triton.cdiv(total, BLOCK),)](
-            x, grad_y, grad_x, total, C, H // 2, W // 2, *x.stride(), *grad_y.stride(), CHANNELS_LAST=cl,
-            BLOCK=BLOCK)
-    return grad_x
+    grad_b = torch.zeros(C if bias is not None else 0, device=x.device, dtype=torch.float32)
+    if grad_y.numel():
+        grid, block_p, block_c = _grid(x)
+        relu_maxpool_bwd_kernel[grid](x, bias if bias is not None else x, grad_y, grad_x, grad_b,
+                                      N * (H // 2) * (W // 2), C, H // 2, W // 2, *x.stride(), *grad_y.stride(),
+                                      HAS_BIAS=bias is not None, BLOCK_P=block_p, BLOCK_C=block_c)
+    return grad_x, grad_b.to(bias.dtype) if bias is not None else grad_b
+
+
+@_backward.register_fake
+def _backward_fake(grad_y, x, bias):
+    fmt = _layout(x)
+    grad_b = x.new_empty((x.shape[1] if bias is not None else 0,), dtype=bias.dtype if bias is not None else torch.float32)
+    return torch.empty_like(x, memory_format=fmt), grad_b
 
 
 def _setup_context(ctx, inputs, output):
-    (x,) = inputs
-    ctx.save_for_backward(x)
+    x, bias = inputs
+    ctx.save_for_backward(x, bias)
+    ctx.has_bias = bias is not None
 
 
 def _grad(ctx, grad_y):
-    (x,) = ctx.saved_tensors
-    return torch.ops.gpl.relu_maxpool2x2_backward(grad_y, x)
+    x, bias = ctx.saved_tensors
+    grad_x, grad_b = torch.ops.gpl.relu_maxpool2x2_backward(grad_y, x, bias if ctx.has_bias else None)
+    return grad_x, (grad_b if ctx.has_bias else None)
 
 
 _forward.register_autograd(_grad, setup_context=_setup_context)
 
 
-def relu_maxpool2x2(x: torch.Tensor) -> torch.Tensor:
-    """``F.max_pool2d(F.relu(x), 2)`` in one Triton kernel, differentiable (its backward is one kernel too)."""
-    return torch.ops.gpl.relu_maxpool2x2(x)
+def relu_maxpool2x2(x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.max_pool2d(F.relu(x + bias per channel), 2)`` in one Triton kernel, differentiable (its backward, the
+    bias's gradient included, is one kernel too)."""
+    return torch.ops.gpl.relu_maxpool2x2(x, bias)
 
 
-def relu_maxpool2x2_reference(x: torch.Tensor) -> torch.Tensor:
-    """What it must equal: PyTorch's two ops, as the reference CNN runs them."""
-    return torch.nn.functional.max_pool2d(torch.relu(x), 2, 2)
+def relu_maxpool2x2_reference(x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """What it must equal: PyTorch's ops, as the reference CNN runs them (the bias added by its convolution)."""
+    if bias is not None:
+        x = x + bias.to(x.dtype)[:, None, None]
+    return F.max_pool2d(torch.relu(x), 2, 2)
 
 
 class FusedReluPool(torch.nn.Module):
     """A module for the fused op: ``model.relu_pool = FusedReluPool()`` where a block runs ``pool(relu(conv(x)))``."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return relu_maxpool2x2(x)
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return relu_maxpool2x2(x, bias)
+
+
+def _fused_block(self, conv: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(conv, PaddedInputConv):  # conv1 padded to 8 input channels (the same function)
+        x, conv = conv.pad(x), conv.conv
+    return relu_maxpool2x2(conv._conv_forward(x, conv.weight, None), conv.bias)
 
 
 def fuse_relu_pool(model: torch.nn.Module) -> torch.nn.Module:
-    """Make a :class:`~helpers.models.ReferenceCNN` run each block as conv → fused ReLU + pool, in place: the same
-    weights and the same function (checkpointing included, which recomputes the same block). Returns ``model``."""
+    """Make a :class:`~helpers.models.ReferenceCNN` run each block as conv (without its bias) → the fused bias, ReLU
+    and pool, in place: the same weights (the bias stays the convolution's parameter) and the same function
+    (checkpointing included, which recomputes the same block). Returns ``model``."""
     if not hasattr(model, "_block"):
         raise TypeError(f"fuse_relu_pool needs the course's ReferenceCNN (conv → ReLU → pool blocks), got "
                         f"{type(model).__name__}.")
-    model._block = types.MethodType(lambda self, conv, x: relu_maxpool2x2(conv(x)), model)
+    model._block = types.MethodType(_fused_block, model)
     return model

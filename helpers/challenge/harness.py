@@ -1,0 +1,289 @@
+"""The harness: every run of the final challenge judged the same way.
+
+    rules = Rules.at_scale()
+    ctx = Session.start(rules)                                  # ceilings and FLOPs, measured once per session
+    base = judge(Submission("baseline", TrainConfig.reference_baseline()), ctx)
+    mine = judge(Submission("mine", cfg, build_model=fuse_relu_pool), ctx, baseline=base)
+    print(mine)                       # img/s, speed-up (and its bound), MFU, accuracy, memory, NVML, GPM, the checks
+    mine.refused, mine.reasons        # a run that broke a rule, and why
+
+A submission is a :class:`~helpers.train.TrainConfig` and, for a changed network (custom kernels, padded
+channels), a function that takes the reference network (its weights) and returns the network to train. The
+harness fits the configuration to the rules (:meth:`Rules.fit`: the same data, the same number of images),
+checks the network computes the reference's function on the same weights, trains it with the live monitor
+recording (warm-up and measured phases shaded), and judges it on the held-out set. MFU counts the reference
+network's FLOPs (``FlopCounterMode``: padding or recomputation earns nothing) over the bf16 matmul ceiling
+measured in the same session.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .. import bench, env, leaderboard, profiling
+from ..models import ReferenceCNN
+from ..monitor import Monitor, MonitorRecord, MonitorSummary
+from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory
+from .accuracy import accuracy_margin, heldout_accuracy
+from .rules import RuleBroken, Rules, same_function
+
+__all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """What a learner hands in: a name, a training configuration, and (optionally) how to build their network
+    from the reference one (which carries the weights every run starts from)."""
+
+    name: str
+    config: TrainConfig
+    build_model: Callable[[nn.Module], nn.Module] | None = None
+    fit: bool = True  # let the harness set the steps for the rules' image count (False: judge the steps as given)
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """What every run of one session is measured against: the rules, this device's ceilings, the reference
+    network's FLOPs per training image."""
+
+    rules: Rules
+    ceilings: bench.Ceilings
+    flops_per_image: float
+    device: str
+
+    @classmethod
+    def start(cls, rules: Rules | None = None, *, ceilings: bench.Ceilings | None = None) -> "Session":
+        rules = rules or Rules.at_scale()
+        ceilings = ceilings or bench.measure_ceilings()
+        flops = bench.flops_per_image(ReferenceCNN(rules.image_size), rules.image_size)
+        return cls(rules, ceilings, flops, str(env.device()))
+
+    @property
+    def ceiling_img_per_s(self) -> float:
+        """The compute-bound ceiling: the reference's FLOPs per image at the measured matmul rate."""
+        return self.ceilings.img_per_s_ceiling(self.flops_per_image)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One judged run: its figures, the rules' checks (name → (passed, why)) and what was recorded."""
+
+    name: str
+    config: TrainConfig = dataclasses.field(repr=False)
+    checks: dict[str, tuple[bool, str]]
+    img_per_s: float
+    mfu_pct: float
+    accuracy: float
+    images_seen: int
+    peak_mem_gb: float | None
+    nvml_util_pct: float | None
+    gpm_sm_pct: float | None
+    speedup: float | None  # over the baseline judged in the same session (None: this is the baseline)
+    speedup_bound: float | None  # the compute ceiling over that baseline: the most any run could gain here
+    baseline_img_per_s: float | None
+    step_ms: float
+    precision: str
+    train: TrainResult = dataclasses.field(repr=False)
+    monitor: MonitorRecord = dataclasses.field(repr=False)
+    steady: MonitorSummary = dataclasses.field(repr=False)
+    wall_s: float = 0.0
+    # with judge(..., profile=True): a few steps profiled after judging (they change nothing judged)
+    profile: profiling.ProfileResult | None = dataclasses.field(repr=False, default=None)
+
+    @property
+    def refused(self) -> bool:
+        return not all(ok for ok, _ in self.checks.values())
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the run was refused, one line per broken rule (empty when it passed)."""
+        return [f"{name}: {why}" for name, (ok, why) in self.checks.items() if not ok]
+
+    def figures(self) -> dict[str, float | None]:
+        """The leaderboard's figures (:mod:`helpers.leaderboard`)."""
+        return {"img_per_s": self.img_per_s, "speedup": self.speedup if self.speedup is not None else 1.0,
+                "mfu_pct": self.mfu_pct, "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb,
+                "nvml_util_pct": self.nvml_util_pct, "gpm_sm_pct": self.gpm_sm_pct,
+                "speedup_bound": self.speedup_bound, "baseline_img_per_s": self.baseline_img_per_s}
+
+    def entry(self, name: str | None = None) -> leaderboard.Entry:
+        """This run as a leaderboard entry (``leaderboard.add(v.entry())``; a refused run is refused there too)."""
+        return leaderboard.Entry.of(name or self.name, self.figures(), {k: ok for k, (ok, _) in self.checks.items()})
+
+    def row(self) -> dict[str, object]:
+        """A flat dict for the comparison table (full precision; :func:`verdicts_table` formats it)."""
+        return {"run": self.name, "img_per_s": self.img_per_s, "speedup": self.speedup, "mfu_pct": self.mfu_pct,
+                "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb, "nvml_util_pct": self.nvml_util_pct,
+                "gpm_sm_pct": self.gpm_sm_pct, "step_ms": self.step_ms, "batch": self.config.batch_size,
+                "precision": self.precision, "passed": not self.refused}
+
+    def __str__(self) -> str:
+        def pct(v):
+            return "—" if v is None else f"{v:.0f}%"
+
+        bound = f"{self.speedup_bound:,.0f}" if self.speedup_bound >= 100 else f"{self.speedup_bound:.1f}"
+        speed = "the baseline" if self.speedup is None else f"{self.speedup:.1f}× the baseline (at most {bound}× here)"
+        mem = "—" if self.peak_mem_gb is None else f"{self.peak_mem_gb:.1f} GB"
+        head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, MFU {self.mfu_pct:.1f}%, held-out accuracy "
+                f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
+                f"GPM SM {pct(self.gpm_sm_pct)}")
+        verdict = "passed every rule" if not self.refused else "REFUSED: " + "; ".join(self.reasons)
+        return f"{head}\n  {verdict}"
+
+
+def _reference_model(rules: Rules) -> nn.Module:
+    torch.manual_seed(rules.seed)  # the weights every run starts from (Trainer seeds the same way)
+    return ReferenceCNN(image_size=rules.image_size)
+
+
+def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None, monitor: Monitor | None = None,
+          live: bool | None = False, profile: bool = False) -> Verdict:
+    """Fit, check, train and judge ``sub``; return its :class:`Verdict` (refused runs too, with the reasons).
+
+    ``baseline``: the baseline's verdict from this session (for the speed-up and the accuracy rule); without it,
+    this run is the baseline. ``monitor``: record into this monitor (a live plot, say) instead of a quiet one.
+    ``profile``: after judging, profile three more steps of the same trainer (``Verdict.profile``, for the
+    timeline and the top kernels); they run after the held-out accuracy is taken, so they change nothing judged.
+    Raises :class:`RuleBroken` for a configuration the harness cannot run as the rules say (a batch that does not
+    divide the images, other data).
+    """
+    rules = session.rules
+    cfg = rules.fit(sub.config) if sub.fit else sub.config
+    rules.check_data(cfg)
+    checks: dict[str, tuple[bool, str]] = {}
+    reference = _reference_model(rules)
+    model = copy.deepcopy(reference)
+    if sub.build_model is not None:
+        model = sub.build_model(model)
+        if not isinstance(model, nn.Module):
+            raise RuleBroken(f"build_model returned {type(model).__name__}; it must return the network to train "
+                             "(an nn.Module), built from the reference network it was given.")
+    device = env.device()
+    # Every run starts from the same compiler state, as in a fresh process: no graphs, CUDA graph pools or
+    # recompilation counts left over from the runs judged before it (the on-disk caches still help)
+    torch._dynamo.reset()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    checks["same_function"] = same_function(model.to(device), reference.to(device), image_size=rules.image_size,
+                                            rtol=rules.output_rtol)
+    del reference
+    own = monitor is None
+    mon = Monitor(period_s=0.1, live=live) if own else monitor
+    t_start = time.perf_counter()
+    if own:
+        mon.start()
+    try:
+        with mon.phase(f"{sub.name}: set-up"):
+            trainer = Trainer(cfg, model=model)
+        result, seen = _train(trainer, mon, sub.name)
+        with mon.phase(f"{sub.name}: held-out"):
+            accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,
+                                        n=rules.heldout)
+        prof = None
+        if profile:
+            with mon.phase(f"{sub.name}: profiled (after judging)"):
+                prof = profiling.profile_steps(lambda: trainer.step(measure=False), wait=0, warmup=1, active=3)
+    except torch.cuda.OutOfMemoryError as e:
+        raise explain_out_of_memory(cfg, e) from None
+    finally:
+        if own:
+            mon.stop()
+    record = mon.snapshot()
+    steady = record.summary(phase=f"{sub.name}: measured", unsupported=mon.unsupported)
+    checks["images_seen"] = (seen == rules.images,
+                             f"it trained on {seen:,} images; every run trains on {rules.images:,}")
+    if baseline is None:
+        checks["accuracy_not_worse"] = (True, f"this is the baseline ({accuracy:.1%})")
+    else:
+        margin = accuracy_margin(baseline.accuracy, rules.heldout)
+        ok = accuracy >= baseline.accuracy - margin
+        checks["accuracy_not_worse"] = (ok, f"held-out accuracy {accuracy:.1%} against the baseline's "
+                                        f"{baseline.accuracy:.1%} (chance moves it by up to {margin:.1%} on "
+                                        f"{rules.heldout:,} images)")
+    mfu = 100 * result.img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
+    on_gpu = steady.source == "nvml"
+    return Verdict(
+        name=sub.name, config=cfg, checks=checks, img_per_s=result.img_per_s, mfu_pct=mfu, accuracy=accuracy,
+        images_seen=seen,
+        peak_mem_gb=result.peak_allocated_gib * 2**30 / 1e9 if result.peak_allocated_gib is not None else None,
+        nvml_util_pct=steady.mean_util_pct if on_gpu else None,
+        gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
+        speedup=result.img_per_s / baseline.img_per_s if baseline is not None else None,
+        speedup_bound=session.ceiling_img_per_s / (baseline or result).img_per_s,
+        baseline_img_per_s=(baseline or result).img_per_s,
+        step_ms=result.step_ms_median, precision=result.precision, train=result, monitor=record, steady=steady,
+        wall_s=time.perf_counter() - t_start, profile=prof,
+    )
+
+
+def _train(trainer: Trainer, mon: Monitor, name: str) -> tuple[TrainResult, int]:
+    """Warm-up steps, then measured steps, each phase marked on the monitor; every step's images counted."""
+    cfg, seen = trainer.cfg, 0
+    with mon.phase(f"{name}: warm-up"):
+        for _ in range(cfg.warmup_steps):
+            seen += trainer.step(measure=False).images
+        trainer._sync()
+    if trainer.cuda:
+        torch.cuda.reset_peak_memory_stats(trainer.device)
+    with mon.phase(f"{name}: measured"):
+        start = time.perf_counter()
+        for _ in range(cfg.steps):
+            rec = trainer.step()
+            seen += rec.images
+            mon.on_train_step(rec)
+        trainer._sync()  # note: the clock is read only after the GPU has finished
+        wall = time.perf_counter() - start
+    return trainer._result(wall), seen
+
+
+def verdicts_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per judged run, full precision (format it for reading with :func:`helpers.tables.readable`)."""
+    import pandas as pd
+
+    return pd.DataFrame([v.row() for v in verdicts]).set_index("run")
+
+
+def readable_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
+    """The comparison as a person reads it: img/s as whole numbers, shares in %, units in the column names, "—"
+    where this machine cannot measure a figure (the note under the table says why). Full precision stays in
+    :func:`verdicts_table`."""
+    import pandas as pd
+
+    def num(v, fmt):
+        return "—" if v is None else format(v, fmt)
+
+    rows = []
+    for v in verdicts:
+        rows.append({
+            "run": v.name,
+            "img/s": num(v.img_per_s, ",.0f"),
+            "speed-up ×": "1 (baseline)" if v.speedup is None else num(v.speedup, ".1f"),
+            "MFU %": num(v.mfu_pct, ".1f"),
+            "held-out accuracy %": num(100 * v.accuracy, ".1f"),
+            "peak memory GB": num(v.peak_mem_gb, ".2f"),
+            "NVML util %": num(v.nvml_util_pct, ".0f"),
+            "GPM SM %": num(v.gpm_sm_pct, ".0f"),
+            "step ms": num(v.step_ms, ".3g"),
+            "batch": v.config.batch_size,
+            "rules": "passed" if not v.refused else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items()
+                                                                             if not ok),
+        })
+    return pd.DataFrame(rows).set_index("run")
+
+
+def table_notes(verdicts: list[Verdict]) -> str:
+    """Why a column shows "—", in words (nothing when every figure was measured)."""
+    notes = []
+    if any(v.peak_mem_gb is None for v in verdicts):
+        notes.append("peak memory: no GPU allocator on a CPU")
+    if any(v.nvml_util_pct is None for v in verdicts):
+        notes.append("NVML: no NVIDIA driver here")
+    elif any(v.gpm_sm_pct is None for v in verdicts):
+        notes.append("GPM SM activity: this GPU has no GPM (it needs Hopper or newer)")
+    return ("— " + "; ".join(notes) + ".") if notes else ""

@@ -1,0 +1,117 @@
+"""The course's changes, one on top of the other, each judged by the harness: the final challenge's comparison
+table, and the reference solution at its top.
+
+    rungs = ladder()                       # [Rung("baseline", ...), Rung("+ input pipeline", ...), ...]
+    verdicts = climb(rungs, session)       # each judged against the first (the same session's baseline)
+    reference = reference_solution()       # the top rung as a Submission: what instructors and CI run
+
+Every rung keeps what the rungs before it changed and adds one thing. The batch size rung doubles the learning
+rate with a 16× larger batch: scaling it 16× (the linear rule) made this network diverge on an H100 (held-out
+accuracy 14% at batch 512 and a learning rate of 0.16, 38% at 0.04; 90% at 0.02 against the baseline's 91%).
+The custom-kernel rung swaps each block's bias, ReLU and max-pool for one Triton kernel forward and one backward
+(:mod:`helpers.kernels.relu_pool_triton`); the last rung adds the fused optimizer and conv1's input padded to
+eight channels (tensor cores' granularity), both the same function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from torch import nn
+
+from .. import env
+from ..models import pad_first_conv
+from ..train import TrainConfig
+from .harness import Session, Submission, Verdict, judge
+
+__all__ = ["Rung", "ladder", "reference_solution", "climb", "FINAL_BATCH", "FINAL_LR"]
+
+#: The batch and learning rate of the top rungs, by scale (full: an H100's memory holds batch 512 with room).
+FINAL_BATCH = {"full": 512, "smoke": 32}
+FINAL_LR = 0.02
+
+
+def _backend() -> str:
+    # Inductor compiles C++ for a CPU: minutes on two cores for each rung. There the rungs capture the same graphs
+    # (forward and backward, custom kernels included) and run them with PyTorch's kernels: the capture is checked,
+    # the speed is not a CPU's to show anyway.
+    return "inductor" if env.has_cuda() else "aot_eager"
+
+
+def _fused(model: nn.Module) -> nn.Module:
+    from ..kernels.relu_pool_triton import fuse_relu_pool  # imports Triton: only when a rung uses it
+
+    return fuse_relu_pool(model)
+
+
+def _fused_padded(model: nn.Module) -> nn.Module:
+    return _fused(pad_first_conv(model))
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """One row of the comparison: what it adds, and the submission that runs it."""
+
+    name: str
+    adds: str  # in words, for the table
+    submission: Submission
+    needs_gpu: bool = False  # CUDA graphs: on a CPU the rung would only repeat the one before
+
+
+def ladder(scale: env.Scale | None = None) -> list[Rung]:
+    """The cumulative rungs from the classic loop to the reference solution."""
+    scale = scale or env.scale()
+    base = TrainConfig.reference_baseline(scale)
+    steps: list[tuple[str, str, Callable[[TrainConfig], TrainConfig], Callable | None, bool]] = [
+        ("baseline", "batch 32, PIL resize per image, a sync and loss.item() every step, fp32", lambda c: c, None,
+         False),
+        ("+ input pipeline", "the data set on the GPU as uint8, resized and normalised there; no syncs",
+         lambda c: dataclasses.replace(c, data="gpu", sync_each_step=False, item_each_step=False), None, False),
+        ("+ bf16", "autocast to bfloat16", lambda c: dataclasses.replace(c, dtype="bf16"), None, False),
+        ("+ channels_last", "NHWC activations and weights, cuDNN's autotuner",
+         lambda c: dataclasses.replace(c, channels_last=True, cudnn_benchmark=True), None, False),
+        ("+ compile", "torch.compile (Inductor's fused kernels)",
+         lambda c: dataclasses.replace(c, compile=True, compile_backend=_backend()), None, False),
+        ("+ CUDA graphs", "compile mode reduce-overhead: each step replayed as one graph",
+         lambda c: dataclasses.replace(c, compile_mode="reduce-overhead"), None, True),
+        ("+ batch size", f"batch {FINAL_BATCH[scale]} with the learning rate doubled to {FINAL_LR}",
+         lambda c: dataclasses.replace(c, batch_size=FINAL_BATCH[scale], lr=FINAL_LR), None, False),
+        ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward",
+         lambda c: c, _fused, False),
+        ("all: reference solution", "+ SGD's fused implementation, conv1's input padded to 8 channels",
+         lambda c: dataclasses.replace(c, fused_optimizer=True), _fused_padded, False),
+    ]
+    rungs, cfg = [], base
+    for name, adds, change, build, needs_gpu in steps:
+        cfg = change(cfg)
+        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu))
+    return rungs
+
+
+def reference_solution(scale: env.Scale | None = None) -> Submission:
+    """The top rung: what CI and instructors run as the challenge's answer."""
+    return ladder(scale)[-1].submission
+
+
+def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict], None] | None = None,
+          monitor=None, profile: tuple[str, ...] = (), baseline: Verdict | None = None) -> list[Verdict]:
+    """Judge each rung in order, against the first rung's verdict (the baseline). A rung that needs a GPU is left
+    out on a CPU, said once. ``on_verdict`` sees each verdict as it comes (to print it, say); the rungs named in
+    ``profile`` are profiled after judging (``Verdict.profile``). ``baseline``: judge every rung against this
+    verdict (to climb in parts, one notebook cell each); the verdicts returned are the new ones only."""
+    verdicts: list[Verdict] = []
+    on_gpu = env.has_cuda()
+    if not on_gpu and any(r.submission.config.compile_backend == "aot_eager" for r in rungs):
+        print("On a CPU the compiled rungs capture their graphs (forward, backward, custom kernels) with "
+              "torch.compile(backend='aot_eager') and run PyTorch's kernels: Inductor's C++ would take minutes here.")
+    for rung in rungs:
+        if rung.needs_gpu and not on_gpu:
+            print(f"{rung.name}: left out here (CUDA graphs need a CUDA GPU; on a CPU it would repeat the rung before)")
+            continue
+        first = baseline or (verdicts[0] if verdicts else None)
+        v = judge(rung.submission, session, baseline=first, monitor=monitor, profile=rung.name in profile)
+        verdicts.append(v)
+        if on_verdict is not None:
+            on_verdict(v)
+    return verdicts

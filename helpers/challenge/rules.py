@@ -1,0 +1,123 @@
+"""The final challenge's rules: what a run may change, what it may not, and the checks that tell.
+
+    rules = Rules.at_scale()                 # 24,576 training images at 224² on a GPU; a small set at smoke scale
+    cfg = rules.fit(my_cfg)                  # steps set so the run sees exactly rules.images images
+    ok, why = same_function(my_model, reference_model, image_size=rules.image_size)
+
+May change: the input pipeline, precision, memory format, ``torch.compile`` and its mode, CUDA graphs, the batch
+size (with the learning rate chosen to match), the optimizer's implementation, and the network's kernels (custom
+ones included) as long as it computes the same function. May not change: that function (checked on the same
+weights), the data set (the synthetic training set, seed 0, at the rules' image size), the number of training
+images seen, and held-out accuracy (no worse than the baseline's, within what chance moves it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from torch import nn
+
+from .. import env
+from ..train import TrainConfig
+from .accuracy import HELDOUT_IMAGES
+
+__all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN"]
+
+ALLOWED = ("input pipeline", "precision", "memory format", "torch.compile and its mode", "CUDA graphs",
+           "batch size (with the learning rate to match)", "optimizer implementation", "custom kernels")
+FORBIDDEN = ("the model's function", "the data set", "the number of training images seen",
+             "held-out accuracy below the baseline's")
+
+
+class RuleBroken(ValueError):
+    """A submission the harness will not run as it stands; the message says what to change."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """One challenge: how many images every run trains on, at what size, and how it is judged."""
+
+    images: int  # training images every run sees, warm-up steps included
+    image_size: int
+    dataset_size: int
+    heldout: int  # held-out images accuracy is judged on
+    seed: int = 0
+    output_rtol: float = 1e-3  # same function: logits (fp32, no TF32) within this share of their largest value
+
+    @classmethod
+    def at_scale(cls, scale: env.Scale | None = None) -> "Rules":
+        """Full: 24,576 images (768 steps of the baseline's 32, 48 of 512) at 224² from the 50,000-image set,
+        judged on 4,096 held-out images. Smoke: 256 images at 32² from 1,024, judged on 512."""
+        scale = scale or env.scale()
+        if scale == "full":
+            return cls(images=24_576, image_size=224, dataset_size=50_000, heldout=HELDOUT_IMAGES["full"])
+        return cls(images=256, image_size=32, dataset_size=1_024, heldout=HELDOUT_IMAGES["smoke"])
+
+    def fit(self, cfg: TrainConfig) -> TrainConfig:
+        """``cfg`` on this challenge's data, with its steps set so that warm-up and measured steps together see
+        exactly :attr:`images` images. Refuses a batch that does not divide them, with the nearest that do."""
+        per_step = cfg.batch_size * cfg.grad_accum
+        if self.images % per_step:
+            fits = [b for b in range(1, self.images + 1) if self.images % (b * cfg.grad_accum) == 0]
+            near = sorted(fits, key=lambda b: abs(b - cfg.batch_size))[:2]
+            raise RuleBroken(f"batch_size={cfg.batch_size} × grad_accum={cfg.grad_accum} does not divide the "
+                             f"{self.images:,} training images every run sees; try batch_size "
+                             f"{' or '.join(map(str, sorted(near)))}.")
+        steps = self.images // per_step
+        warmup = min(cfg.warmup_steps, max(0, steps - 5))  # at least five measured steps
+        return dataclasses.replace(cfg, image_size=self.image_size, dataset_size=self.dataset_size, seed=self.seed,
+                                   warmup_steps=warmup, steps=steps - warmup)
+
+    def check_data(self, cfg: TrainConfig) -> None:
+        """Refuse a configuration that trains on other data than the challenge's."""
+        for field, want in (("image_size", self.image_size), ("dataset_size", self.dataset_size),
+                            ("seed", self.seed)):
+            if getattr(cfg, field) != want:
+                raise RuleBroken(f"TrainConfig.{field}={getattr(cfg, field)!r}: the challenge trains every run on "
+                                 f"the same data ({field}={want!r}); use rules.fit(cfg), which sets it.")
+
+    def images_of(self, cfg: TrainConfig) -> int:
+        """Images a run of ``cfg`` trains on: its warm-up and measured steps."""
+        return (cfg.warmup_steps + cfg.steps) * cfg.batch_size * cfg.grad_accum
+
+
+def same_function(model: nn.Module, reference: nn.Module, *, image_size: int, rtol: float = 1e-3,
+                  batch: int = 4) -> tuple[bool, str]:
+    """Do ``model`` and ``reference`` (the same weights) give the same logits on a fixed batch?
+
+    Both run in fp32 with TF32 off, in eval mode, on ``reference``'s device; ``model`` in its own memory format.
+    The logits must agree within ``rtol`` of their largest magnitude: a changed layer, a skipped block or other
+    weights miss by far more, while a different but equivalent kernel (another convolution algorithm, a fused
+    op, zero-padded channels) stays well inside it.
+    """
+    device = next(reference.parameters()).device
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(batch, 3, image_size, image_size, generator=g).to(device)
+    cl = next(model.parameters()).dim() == 4 and next(model.parameters()).is_contiguous(
+        memory_format=torch.channels_last)
+    modes = model.training, reference.training
+    model.eval()
+    reference.eval()
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            want = reference(x).float()
+            got = model(x.contiguous(memory_format=torch.channels_last) if cl else x)
+    except Exception as e:  # noqa: BLE001 - any failure means it is not the reference's function
+        return False, f"it failed on the reference's input: {type(e).__name__}: {e}"
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+        model.train(modes[0])
+        reference.train(modes[1])
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+        return False, f"it returned {shape} where the reference network returns {tuple(want.shape)}"
+    scale = want.abs().max().item()
+    diff = (got.float() - want).abs().max().item()
+    if not math.isfinite(diff) or diff > rtol * max(scale, 1e-6):
+        return False, (f"its logits differ from the reference network's on the same weights by up to {diff:.3g} "
+                       f"({diff / max(scale, 1e-12):.1%} of the largest; fp32 allows {rtol:.1%})")
+    return True, f"the same logits as the reference network (largest difference {diff:.2g}, fp32)"
