@@ -275,6 +275,7 @@ class Trainer:
         self._losses: list[torch.Tensor] = []
         self._correct = torch.zeros((), dtype=torch.long, device=self.device)
         self._seen = 0
+        self.images_trained = 0  # every step's images, warm-up included (the final challenge's rule counts them)
 
     # -- data ---------------------------------------------------------------------------------
     def _make_batches(self) -> Iterator:
@@ -373,6 +374,7 @@ class Trainer:
             compute_host_ms=(compute_s + (t5 - t4)) * 1e3,
             item_ms=item_s * 1e3,
         )
+        self.images_trained += images
         if measure:
             self.records.append(rec)
             self._seen += images
@@ -381,19 +383,22 @@ class Trainer:
         return rec
 
     # -- a run --------------------------------------------------------------------------------
-    def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None) -> TrainResult:
+    def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None, boxed: bool = True,
+            phase_prefix: str = "") -> TrainResult:
         """Warm up, then time ``cfg.steps`` steps, or fewer where the training window's time box ends first.
 
         A window the box cut below :data:`MIN_STABLE_STEPS` gives no figures (``img_per_s`` is NaN, ``stable``
-        False): a figure is never taken from a window too short to be stable.
+        False): a figure is never taken from a window too short to be stable. ``boxed=False`` runs every step
+        whatever the box says (the final challenge: every run trains on the same number of images).
 
         ``on_step`` sees each measured step; a ``monitor`` (:class:`helpers.monitor.Monitor`) gets every
-        step's images and time, and the warm-up and measured parts as phases.
+        step's images and time, and the warm-up and measured parts as phases (named after ``phase_prefix``,
+        so that several runs can share one monitor).
         """
         cfg = self.cfg
         phase = monitor.phase if monitor is not None else (lambda name: contextlib.nullcontext())
         try:
-            with phase("warm-up"):
+            with phase(f"{phase_prefix}warm-up"):
                 for _ in range(cfg.warmup_steps):
                     rec = self.step(measure=False)
                     if monitor is not None:
@@ -401,9 +406,9 @@ class Trainer:
                 self._sync()
             if self.cuda:
                 torch.cuda.reset_peak_memory_stats(self.device)
-            with phase("measured"):
+            with phase(f"{phase_prefix}measured"):
                 win = timebox.window("training_window", planned=cfg.steps, minimum=MIN_STABLE_STEPS,
-                                     left_out="later steps were not run")
+                                     left_out="later steps were not run") if boxed else _Unboxed(cfg.steps)
                 start = time.perf_counter()
                 while win.more():
                     rec = self.step()
@@ -458,6 +463,19 @@ class Trainer:
             losses=tuple(losses),
             cut=cut,
         )
+
+
+class _Unboxed:
+    """A training window without a time box: exactly ``planned`` steps (timebox.Window's interface)."""
+
+    def __init__(self, planned: int) -> None:
+        self.left, self.cut = planned, None
+
+    def more(self) -> bool:
+        return self.left > 0
+
+    def tick(self) -> None:
+        self.left -= 1
 
 
 def explain_out_of_memory(cfg: TrainConfig, e: torch.cuda.OutOfMemoryError) -> torch.cuda.OutOfMemoryError:

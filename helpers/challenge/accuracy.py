@@ -18,7 +18,7 @@ from torch import nn
 from .. import data as _data
 from .. import env
 
-__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "accuracy_margin"]
+__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "accuracy_margin", "runs_channels_last"]
 
 #: Images in the held-out set at each scale (its accuracy's standard error is about 0.5 points at full scale).
 HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
@@ -27,6 +27,12 @@ HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
 @functools.lru_cache(maxsize=2)
 def _heldout(n: int, seed: int):
     return _data.heldout_images(n, seed=seed)
+
+
+def runs_channels_last(model: nn.Module) -> bool:
+    """Was ``model`` converted to channels_last (its first weight a 4-D NHWC tensor)? Its inputs should be too."""
+    w = next(model.parameters())
+    return w.dim() == 4 and w.is_contiguous(memory_format=torch.channels_last)
 
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,
@@ -38,8 +44,7 @@ def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp3
     x_all = torch.from_numpy(images).permute(0, 3, 1, 2)
     y_all = torch.as_tensor(labels)
     amp = env.autocast_dtype(precision, device)
-    channels_last = next(model.parameters()).is_contiguous(memory_format=torch.channels_last) and \
-        next(model.parameters()).dim() == 4
+    channels_last = runs_channels_last(model)
     was_training = model.training
     model.eval()
     correct = 0

@@ -117,7 +117,7 @@ class Verdict:
         return leaderboard.Entry.of(name or self.name, self.figures(), {k: ok for k, (ok, _) in self.checks.items()})
 
     def row(self) -> dict[str, object]:
-        """A flat dict for the comparison table (full precision; :func:`verdicts_table` formats it)."""
+        """A flat dict for the comparison table (full precision; :func:`readable_table` formats it for reading)."""
         return {"run": self.name, "img_per_s": self.img_per_s, "speedup": self.speedup, "mfu_pct": self.mfu_pct,
                 "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb, "nvml_util_pct": self.nvml_util_pct,
                 "gpm_sm_pct": self.gpm_sm_pct, "step_ms": self.step_ms, "batch": self.config.batch_size,
@@ -181,7 +181,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     try:
         with mon.phase(f"{sub.name}: set-up"):
             trainer = Trainer(cfg, model=model)
-        result, seen = _train(trainer, mon, sub.name)
+        result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ")
+        seen = trainer.images_trained
         with mon.phase(f"{sub.name}: held-out"):
             accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,
                                         n=rules.heldout)
@@ -222,28 +223,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     )
 
 
-def _train(trainer: Trainer, mon: Monitor, name: str) -> tuple[TrainResult, int]:
-    """Warm-up steps, then measured steps, each phase marked on the monitor; every step's images counted."""
-    cfg, seen = trainer.cfg, 0
-    with mon.phase(f"{name}: warm-up"):
-        for _ in range(cfg.warmup_steps):
-            seen += trainer.step(measure=False).images
-        trainer._sync()
-    if trainer.cuda:
-        torch.cuda.reset_peak_memory_stats(trainer.device)
-    with mon.phase(f"{name}: measured"):
-        start = time.perf_counter()
-        for _ in range(cfg.steps):
-            rec = trainer.step()
-            seen += rec.images
-            mon.on_train_step(rec)
-        trainer._sync()  # note: the clock is read only after the GPU has finished
-        wall = time.perf_counter() - start
-    return trainer._result(wall), seen
-
-
 def verdicts_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
-    """One row per judged run, full precision (format it for reading with :func:`helpers.tables.readable`)."""
+    """One row per judged run, full precision (:func:`readable_table` is the same for reading)."""
     import pandas as pd
 
     return pd.DataFrame([v.row() for v in verdicts]).set_index("run")

@@ -21,7 +21,7 @@ from torch import nn
 
 from .. import env
 from ..train import TrainConfig
-from .accuracy import HELDOUT_IMAGES
+from .accuracy import HELDOUT_IMAGES, runs_channels_last
 
 __all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN"]
 
@@ -95,8 +95,7 @@ def same_function(model: nn.Module, reference: nn.Module, *, image_size: int, rt
     device = next(reference.parameters()).device
     g = torch.Generator().manual_seed(1234)
     x = torch.randn(batch, 3, image_size, image_size, generator=g).to(device)
-    cl = next(model.parameters()).dim() == 4 and next(model.parameters()).is_contiguous(
-        memory_format=torch.channels_last)
+    cl = runs_channels_last(model)
     modes = model.training, reference.training
     model.eval()
     reference.eval()
