@@ -37,6 +37,7 @@ __all__ = [
     "kernel_kind",
 ]
 
+_TIMELINE_ORDER = ("annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU copies")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 _ROWS = {  # trace category → timeline row
     "user_annotation": "annotations",
@@ -191,6 +192,14 @@ class ProfileResult:
         df = pd.DataFrame(rows, columns=["kernel", "kind", "calls", "total_us", "mean_us", "share", "source"])
         return df.sort_values("total_us", ascending=False).head(n).reset_index(drop=True)
 
+    def kind_shares(self) -> dict[str, float]:
+        """Share (%) of the profiled GPU time per kind of kernel (convolution, GEMM, pooling, elementwise, …),
+        largest first; on a CPU, of the ops' CPU time."""
+        df = self.top_kernels(100_000)
+        total = float(df["total_us"].sum()) or 1.0
+        by_kind = df.groupby("kind")["total_us"].sum().sort_values(ascending=False)
+        return {str(k): 100 * float(v) / total for k, v in by_kind.items()}
+
     # -- the trace ----------------------------------------------------------------------------
     def _trace_bytes(self) -> bytes:
         # Kineto writes a trace only once per profile, and only to a file: write it to a temporary folder that
@@ -216,11 +225,10 @@ class ProfileResult:
         if self._trace is None:
             raw = json.loads(self._trace_bytes())
             events = raw["traceEvents"] if isinstance(raw, dict) else raw
-            self._trace = [
-                e for e in events if e.get("ph") == "X" and "dur" in e and str(e.get("cat", "")).lower() in _ROWS
-            ]
-            for e in self._trace:
+            trace = [e for e in events if e.get("ph") == "X" and "dur" in e and str(e.get("cat", "")).lower() in _ROWS]
+            for e in trace:
                 e["cat"] = str(e["cat"]).lower()
+            self._trace = _launched_in_active_steps(trace)
         return self._trace
 
     def memory_events(self) -> list[dict]:
@@ -256,6 +264,18 @@ class ProfileResult:
             span_ms_per_step=span / 1e3 / steps,
         )
 
+    def timeline_rows(self, *, max_per_row: int = 4000) -> dict[str, list[tuple[float, float, str]]]:
+        """The timeline's rows (annotations, CPU ops, CUDA API, GPU kernels, GPU copies), each a list of
+        (start ms since the first event, duration ms, name): the ``max_per_row`` longest events of each row."""
+        ev = self.trace_events()
+        rows: dict[str, list[tuple[float, float, str]]] = {r: [] for r in _TIMELINE_ORDER}
+        if not ev:
+            return rows
+        t0 = min(e["ts"] for e in ev)
+        for e in ev:
+            rows[_ROWS[e["cat"]]].append(((e["ts"] - t0) / 1e3, e["dur"] / 1e3, str(e["name"])))
+        return {r: sorted(items, key=lambda it: -it[1])[:max_per_row] for r, items in rows.items()}
+
     def timeline_figure(self, *, max_events: int = 4000, title: str = "Profiled steps: CPU and GPU on one time axis"):
         """A plotly figure with one row each for annotations, CPU ops, CUDA API calls, GPU kernels and copies.
 
@@ -264,31 +284,26 @@ class ProfileResult:
         """
         import plotly.graph_objects as go
 
-        ev = self.trace_events()
+        rows = self.timeline_rows(max_per_row=max_events)
         fig = go.Figure()
-        if not ev:
+        if not any(rows.values()):
             fig.update_layout(title=title + " (no events recorded)")
             return fig
-        t0 = min(e["ts"] for e in ev)
-        order = ["annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU copies"]
+        order = list(_TIMELINE_ORDER)
         colors = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
                   "GPU kernels": "#2ca02c", "GPU copies": "#d62728"}
-        by_row: dict[str, list[dict]] = {r: [] for r in order}
-        for e in ev:
-            by_row[_ROWS[e["cat"]]].append(e)
-        for row in order:
-            items = sorted(by_row[row], key=lambda e: -e["dur"])[:max_events]
+        for row, items in rows.items():
             if not items:
                 continue
             fig.add_trace(
                 go.Bar(
                     y=[row] * len(items),
-                    x=[e["dur"] / 1e3 for e in items],
-                    base=[(e["ts"] - t0) / 1e3 for e in items],
+                    x=[dur for _, dur, _ in items],
+                    base=[start for start, _, _ in items],
                     orientation="h",
                     name=row,
                     marker_color=colors[row],
-                    hovertext=[str(e["name"])[:80] for e in items],
+                    hovertext=[name[:80] for _, _, name in items],
                     hovertemplate="%{hovertext}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>",
                 )
             )
@@ -302,6 +317,26 @@ class ProfileResult:
             margin=dict(l=10, r=10, t=50, b=40),
         )
         return fig
+
+
+def _launched_in_active_steps(events: list[dict]) -> list[dict]:
+    """``events`` without the GPU work launched outside the profiled steps.
+
+    The profiler's schedule drops the CPU side of its warm-up steps, but the GPU's activity buffers still hand
+    over the kernels those steps launched: they would count as the active steps' own (12 calls of a kernel in 3
+    steps that launch it 3 times each). A GPU event names its launch by ``correlation`` id (one id for every
+    kernel of a CUDA graph replay: the graph's launch); keep those whose launch lies inside a ``ProfilerStep#N``.
+    A trace without step markers or correlation ids is returned as it is.
+    """
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
+             if e["cat"] == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    gpu = [e for e in events if e["cat"] in GPU_CATEGORIES]
+    if not steps or not gpu or not all("correlation" in e.get("args", {}) for e in gpu):
+        return events
+    launched = {e["args"]["correlation"] for e in events
+                if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+                and any(a <= e["ts"] <= b for a, b in steps)}
+    return [e for e in events if e["cat"] not in GPU_CATEGORIES or e["args"]["correlation"] in launched]
 
 
 def profile_steps(

@@ -384,7 +384,7 @@ class Trainer:
 
     # -- a run --------------------------------------------------------------------------------
     def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None, boxed: bool = True,
-            phase_prefix: str = "") -> TrainResult:
+            phase_prefix: str = "", peak_over: str = "measured") -> TrainResult:
         """Warm up, then time ``cfg.steps`` steps, or fewer where the training window's time box ends first.
 
         A window the box cut below :data:`MIN_STABLE_STEPS` gives no figures (``img_per_s`` is NaN, ``stable``
@@ -394,17 +394,27 @@ class Trainer:
         ``on_step`` sees each measured step; a ``monitor`` (:class:`helpers.monitor.Monitor`) gets every
         step's images and time, and the warm-up and measured parts as phases (named after ``phase_prefix``,
         so that several runs can share one monitor).
+
+        ``peak_over``: the allocator's peak over the ``"measured"`` steps (steady state: what a step needs), or
+        over the whole ``"run"``, warm-up included. Under CUDA graphs only the second sees the activations: they
+        live in the graph's own pool, allocated while the graph is recorded in warm-up, and replays allocate
+        nothing. (It also sees what warm-up alone needed: cuDNN's benchmark workspaces, autotuning.)
         """
         cfg = self.cfg
         phase = monitor.phase if monitor is not None else (lambda name: contextlib.nullcontext())
+        if peak_over not in ("measured", "run"):
+            raise ValueError(f"peak_over={peak_over!r}: use 'measured' (the measured steps) or 'run' (warm-up too).")
         try:
+            if self.cuda and peak_over == "run":
+                self._sync()
+                torch.cuda.reset_peak_memory_stats(self.device)
             with phase(f"{phase_prefix}warm-up"):
                 for _ in range(cfg.warmup_steps):
                     rec = self.step(measure=False)
                     if monitor is not None:
                         monitor.on_train_step(rec)
                 self._sync()
-            if self.cuda:
+            if self.cuda and peak_over == "measured":
                 torch.cuda.reset_peak_memory_stats(self.device)
             with phase(f"{phase_prefix}measured"):
                 win = timebox.window("training_window", planned=cfg.steps, minimum=MIN_STABLE_STEPS,

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
+from xml.etree import ElementTree
 
 import pytest
 import torch
 
-from helpers import bench, leaderboard, models
+from helpers import bench, env, leaderboard, models, profiling
 from helpers.challenge.accuracy import accuracy_margin, heldout_accuracy
 from helpers.challenge.harness import Session, Submission, judge
+from helpers.challenge.report import reflection, write_report
+from helpers.challenge.step_roofline import step_costs, step_roofline
+from helpers.inference import serve_sweep
 from helpers.challenge.rules import RuleBroken, Rules, same_function
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
 from helpers.train import TrainConfig
@@ -120,7 +125,10 @@ def test_spot_the_cheat_passes_the_harness_answer_and_says_what_a_wrong_one_miss
     assert "one entry per run" in nb06.check_spot_the_cheat({"run A": None}, runs).message
 
 
-class _Profile:
+class _Profile(profiling.ProfileResult):
+    def __init__(self):
+        super().__init__(prof=None, active_steps=1)
+
     def top_kernels(self, n):
         import pandas as pd
 
@@ -139,3 +147,98 @@ def test_read_the_profile_wants_the_largest_kind_summed_with_its_share():
     assert not res.passed and "20 points too low" in res.message
     assert "fraction" in nb06.check_read_the_profile(("convolution", 0.5), _Profile()).message
     assert nb06.check_read_the_profile(..., _Profile()).status == "not done"
+
+
+# -- the final step on the roofline, the reflection, the report ---------------------------------------------------
+
+def test_step_costs_count_the_flops_flop_counter_mode_counts():
+    # FLOPs per training step from the shapes == FlopCounterMode's count of a real forward and backward, padded or not
+    for model in (models.ReferenceCNN(16), models.pad_first_conv(models.ReferenceCNN(16), 8)):
+        costs = step_costs(model, image_size=16, batch=2)
+        counted = costs["convolutions"][0] + costs["fully connected (GEMM)"][0]
+        assert counted == pytest.approx(2 * bench.flops_per_image(model, 16), rel=1e-9)
+    padded = step_costs(models.pad_first_conv(models.ReferenceCNN(16), 8), image_size=16, batch=2)
+    plain = step_costs(models.ReferenceCNN(16), image_size=16, batch=2)
+    conv1 = 2 * 2 * (2 * 64 * 16 * 16 * 9)  # forward and weight gradient, no input gradient for the images
+    assert padded["convolutions"][0] - plain["convolutions"][0] == pytest.approx(conv1 * (8 - 3))
+    # the fused backward reads the input and the output gradient and writes the input gradient: about 2.25× forward
+    fwd, bwd = plain["fused pool forward"][1], plain["fused pool backward"][1]
+    assert bwd == pytest.approx(fwd * 9 / 5)
+    with pytest.raises(ValueError, match="3 convolutions, 2 linear layers"):
+        step_costs(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), image_size=16, batch=2)
+
+
+class _StepProfile(profiling.ProfileResult):
+    """Two profiled steps of a GPU run: per step 3 ms of convolutions, 1 ms of each fused kernel, 1 ms of GEMM,
+    and 2 ms of elementwise kernels (which go unplaced)."""
+
+    def __init__(self):
+        super().__init__(prof=None, active_steps=2)
+
+    def top_kernels(self, n):
+        import pandas as pd
+
+        names = ["sm90_xmma_fprop_implicit_gemm", "relu_maxpool_fwd_kernel", "relu_maxpool_bwd_kernel",
+                 "nvjet_tst_128x64", "triton_poi_fused_add_0"]
+        us = [6000.0, 2000.0, 2000.0, 2000.0, 4000.0]
+        return pd.DataFrame({"kernel": names, "kind": [profiling.kernel_kind(k) for k in names], "total_us": us})
+
+
+def test_step_roofline_groups_the_kernels_and_says_what_it_left_off():
+    model = models.pad_first_conv(models.ReferenceCNN(16), 8)
+    k = step_roofline(_StepProfile(), model, image_size=16, batch=2)
+    assert [p.name for p in k.points] == ["convolutions", "fully connected (GEMM)", "fused pool forward",
+                                          "fused pool backward"]
+    assert {p.name: p.ms for p in k.points} == pytest.approx({"convolutions": 3.0, "fully connected (GEMM)": 1.0,
+                                                              "fused pool forward": 1.0, "fused pool backward": 1.0})
+    assert k.step_kernel_ms == pytest.approx(8.0) and k.unplaced == pytest.approx({"elementwise": 25.0})
+    assert k.shares["convolutions"] == pytest.approx(37.5)
+    ceil = bench.Ceilings("test GPU", matmul_tflops=1.0, matmul_dtype="bfloat16", matmul_n=64, copy_gb_per_s=1.0,
+                          copy_bytes=1)
+    t = k.table(ceil)
+    pool = t.set_index("kernels").loc["fused pool forward"]
+    assert pool["bound"] == "memory"
+    assert pool["GB/s moved"] == pytest.approx(step_costs(model, image_size=16, batch=2)["fused pool forward"][1] / 1e-3 / 1e9)
+    assert pool["% of roof"] == pytest.approx(100 * pool["GB/s moved"] / 1.0)  # on the memory roof: bytes/s over bandwidth
+    assert set(k.readable(ceil).index) == set(t["kernels"])
+
+
+def _run(v, name, img_per_s, mfu):
+    return dataclasses.replace(v, name=name, img_per_s=img_per_s, mfu_pct=mfu)
+
+
+def test_reflection_names_the_change_that_paid_most_and_what_to_try_next(session, baseline):
+    runs = [_run(baseline, "baseline", 100.0, 1.0), _run(baseline, "+ data", 300.0, 2.0),
+            _run(baseline, "+ batch", 450.0, 10.0)]
+    r = reflection(runs, None, session)
+    assert r.paid_most.startswith("data paid the most: 3.0× the img/s") and "while batch added the most MFU (+8.0" in r.paid_most
+    refused = _with_checks(_run(baseline, "+ cheat", 9000.0, 50.0), images_seen="half")
+    assert reflection([*runs, refused], None, session).paid_most.startswith("data paid the most")  # refused: not counted
+    k = step_roofline(_StepProfile(), models.ReferenceCNN(16), image_size=16, batch=2)
+    r = reflection(runs, k, session)
+    assert r.biggest_bottleneck.startswith("convolutions take 38% of the final step's kernel time (8 ms per step)")
+    assert "elementwise 25%" in r.try_next
+    with pytest.raises(ValueError, match="compares runs"):
+        reflection(runs[:1], None, session)
+
+
+def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, baseline, tmp_path):
+    final = judge(Submission("final", dataclasses.replace(FAST, batch_size=32)), session, baseline=baseline,
+                  profile=True)
+    model = models.ReferenceCNN(16)
+    kernels = step_roofline(final.profile, model, image_size=16, batch=32)
+    sweep = serve_sweep(model, image_size=16, batches=(1, 2), samples=100)
+    path = write_report(session, [baseline, final], kernels=kernels, serving=sweep, p99_target_ms=1e3,
+                        path=tmp_path / "sub" / "report.html", author="A. Learner")
+    page = path.read_text()
+    assert "<script" not in page and "src=" not in page  # nothing to fetch, nothing to run: it opens offline
+    assert page.count("http") == page.count('xmlns="http://www.w3.org/2000/svg"')
+    for svg_text in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        ElementTree.fromstring(svg_text)  # every chart is well-formed
+    assert page.count("<svg") >= 6  # MFU bars, utilisation, img/s, a timeline, the roofline, latency
+    for text in ("A. Learner", f"{final.img_per_s:,.0f}", f"{baseline.img_per_s:,.0f}", "The baseline", "Reflection",
+                 "The change that paid most", "What to try next", "Within a p99 of 1000 ms", env.today()):
+        assert text in page, text
+    assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
+    with pytest.raises(ValueError, match="compares runs"):
+        write_report(session, [baseline], path=tmp_path / "r.html")

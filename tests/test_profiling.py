@@ -67,6 +67,32 @@ def test_kernel_stats_from_a_known_trace():
     assert "kernels per step" in str(ks)
 
 
+def test_warm_up_kernels_are_not_counted_as_the_active_steps():
+    # Kineto hands over the warm-up step's kernels (launch 1, its CPU side dropped) with the active steps' ones:
+    # only kernels launched inside a ProfilerStep count. Launch 3 is a CUDA graph replay: two kernels, one id.
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "warm", "ts": 5, "dur": 10, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 20, "dur": 40},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 21, "dur": 2, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 25, "dur": 10, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 30, "dur": 2, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "g1", "ts": 35, "dur": 5, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "g2", "ts": 40, "dur": 5, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 1, "dur": 3, "args": {"correlation": 0}},
+    ]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps({"traceEvents": events}).encode())
+    kept = [e["name"] for e in res.trace_events() if e["cat"] in profiling.GPU_CATEGORIES]
+    assert kept == ["k", "g1", "g2"]
+    assert res.kernel_stats().kernels_per_step == 3
+    assert set(res.top_kernels(10).kernel) == {"k", "g1", "g2"}
+
+
+def test_a_trace_without_step_markers_keeps_every_kernel():
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "args": {"correlation": 1}}]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps(events).encode())
+    assert [e["name"] for e in res.trace_events()] == ["k"]
+
+
 def test_kernel_stats_on_a_cpu_run(prof):
     ks = prof.kernel_stats()
     assert ks.kernels_per_step == 0 and "no GPU kernels" in str(ks)

@@ -181,7 +181,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     try:
         with mon.phase(f"{sub.name}: set-up"):
             trainer = Trainer(cfg, model=model)
-        result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ")
+        # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
+        result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
         seen = trainer.images_trained
         with mon.phase(f"{sub.name}: held-out"):
             accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,

@@ -104,12 +104,8 @@ PROFILE_TOLERANCE_PTS = 5.0
 
 
 def kind_shares(prof) -> dict[str, float]:
-    """Share (%) of the profiled GPU time per kind of kernel (convolution, GEMM, pooling, elementwise, …);
-    on a CPU, of the ops' CPU time."""
-    df = prof.top_kernels(100_000)
-    total = float(df["total_us"].sum()) or 1.0
-    return {k: 100 * float(v) / total for k, v in df.groupby("kind")["total_us"].sum().sort_values(ascending=False)
-            .items()}
+    """Share (%) of the profiled time per kind of kernel, largest first (:meth:`ProfileResult.kind_shares`)."""
+    return prof.kind_shares()
 
 
 def profile_solution(prof) -> tuple[str, float]:

@@ -1,0 +1,226 @@
+"""The report a learner hands in: one HTML file, written by one call, that opens offline (static SVG, no script).
+
+    path = write_report(session, verdicts, kernels=kernels, serving=sweep, p99_target_ms=2.0)
+    print(path)     # results/reports/final-challenge-<gpu>.html on a GPU; results/local/reports/... on a CPU
+
+It holds, from this session's own runs: the device, versions and date; the baseline analysis (where its step's
+time went, how far it stood from the ceiling); the comparison table and MFU per rung; the monitor's records of the
+baseline and the final run overlaid; both profiler timelines; the final step's kernels on the roofline; serving
+latency against batch size; and the reflection's three prompts (the biggest bottleneck, the change that paid most,
+what to try next) answered with these numbers, for the learner to argue with. :func:`reflection` gives the same
+answers as text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import os
+import tempfile
+from pathlib import Path
+
+from .. import env, results, svg
+from ..inference import ServingSweep
+from ..monitor import MonitorRecord
+from ..roofline import attainable_tflops, ridge_intensity
+from .harness import Session, Verdict, readable_table, table_notes
+from .step_roofline import StepKernels
+
+__all__ = ["Reflection", "reflection", "write_report", "report_path"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Reflection:
+    """The reflection's prompts answered from the measured runs, one sentence each."""
+
+    biggest_bottleneck: str
+    paid_most: str
+    try_next: str
+
+
+def _passed(verdicts: list[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if not v.refused]
+
+
+def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Session) -> Reflection:
+    """Answer the three prompts from ``verdicts`` (the baseline first, the final run last) and the final step's
+    kernels (:func:`~helpers.challenge.step_roofline.step_roofline`)."""
+    if len(verdicts) < 2:
+        raise ValueError("the reflection compares runs: give the baseline first and at least one run after it.")
+    base, final = verdicts[0], verdicts[-1]
+    ok = _passed(verdicts)
+    gains = [(b.img_per_s / a.img_per_s, b.mfu_pct - a.mfu_pct, b.name) for a, b in zip(ok, ok[1:])]
+    if gains:
+        ratio, _, name = max(gains)
+        pts, name_mfu = max((g[1], g[2]) for g in gains)
+        same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
+                else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
+        paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it, {same}. "
+                f"All together: {final.img_per_s / base.img_per_s:.1f}× the baseline, MFU {base.mfu_pct:.1f}% → "
+                f"{final.mfu_pct:.1f}%.")
+    else:
+        paid = "No two runs that passed the rules to compare."
+    ceil = session.ceilings
+    if kernels is not None and kernels.points:
+        shares = {**kernels.shares, **kernels.unplaced}
+        top, share = max(shares.items(), key=lambda kv: kv[1])
+        where = ""
+        if top in kernels.shares:
+            p = next(p for p in kernels.points if p.name == top)
+            where = (f", at {100 * p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0f}% of the roof "
+                     f"there ({p.bound(ceil)}-bound)")
+        bottleneck = (f"{top} take {share:.0f}% of the final step's kernel time ({kernels.step_kernel_ms:.3g} ms per "
+                      f"step){where}.")
+        # What each group would save at its roof: its time now minus the least time its FLOPs and bytes allow
+        savings = []
+        for p in kernels.points:
+            least_ms = p.flops / (attainable_tflops(p.intensity, ceil) * 1e12) * 1e3
+            savings.append((p.ms - least_ms, p))
+        save, p = max(savings, key=lambda s: s[0])
+        step = final.step_ms
+        mfu_then = final.mfu_pct * step / max(step - save, 1e-9)
+        unplaced = ", ".join(f"{k} {v:.0f}%" for k, v in kernels.unplaced.items() if v >= 1)
+        try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {_short(step)} ms step, which would "
+                    f"lift MFU to at most {mfu_then:.1f}%."
+                    + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."
+                       if unplaced else ""))
+    else:
+        prof = final.profile
+        if prof is not None:
+            shares = prof.kind_shares()
+            top = next(iter(shares))
+            bottleneck = f"{top} work takes {shares[top]:.0f}% of the final step's time (by the profile)."
+        else:
+            bottleneck = "The final run was not profiled: judge it with profile=True to see where its time goes."
+        try_next = "Profile the final run and place its kernels on the roofline to see which is furthest from its roof."
+    return Reflection(bottleneck, paid, try_next)
+
+
+def report_path(device_name: str | None = None) -> Path:
+    """Where :func:`write_report` writes by default: ``results/reports/`` at full scale, ``results/local/`` else."""
+    slug = env.gpu_slug(device_name if device_name is not None else (env.collect().device_name or None))
+    return results.scaled_dir("reports") / f"final-challenge-{slug}.html"
+
+
+def _h(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _monitor_series(rec: MonitorRecord, label: str, dashed: bool) -> tuple[list[svg.Series], list[svg.Series]]:
+    key = "util_pct" if rec.source == "nvml" else "cpu_pct"
+    dev = rec.devices[0] if rec.devices else None
+    util = [(s["t_s"], s[key]) for s in rec.samples if s.get(key) is not None and s.get("gpu") == dev]
+    sm = [(s["t_s"], s["sm_active_pct"]) for s in rec.samples if s.get("sm_active_pct") is not None
+          and s.get("gpu") == dev]
+    steps = [(s["t_s"], s["img_per_s"]) for s in rec.steps if s.get("img_per_s") is not None]
+    what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
+    lines = [svg.Series(f"{label}: {what}", [t for t, _ in util], [v for _, v in util], dashed=dashed)]
+    if sm:
+        lines.append(svg.Series(f"{label}: SM activity (GPM)", [t for t, _ in sm], [v for _, v in sm], dashed=dashed))
+    return lines, [svg.Series(f"{label}: img/s", [t for t, _ in steps], [v for _, v in steps], dashed=dashed)]
+
+
+def _baseline_analysis(base: Verdict, session: Session) -> str:
+    tr = base.train
+    phases = ", ".join(f"{k} {v:.3g} ms" for k, v in tr.phase_ms.items())
+    busy = ""
+    if base.profile is not None and base.profile.kernel_stats().kernels_per_step:
+        busy = f" The profiler saw the GPU busy {base.profile.kernel_stats().gpu_busy_share:.0%} of its steps."
+    util = "" if base.nvml_util_pct is None else f" NVML reported {base.nvml_util_pct:.0f}% utilisation."
+    return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}: a median step "
+            f"of {_short(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
+            f"{util}{busy} Its MFU was {base.mfu_pct:.2f}%: the compute ceiling here is "
+            f"{session.ceiling_img_per_s:,.0f} img/s, {base.speedup_bound:,.0f}× the baseline, the most any run "
+            f"could gain on this machine.</p>")
+
+
+def _table(df) -> str:
+    if df.index.name is not None:
+        df = df.reset_index()
+    return df.to_html(border=0, classes="t", escape=True, index=False)
+
+
+def _short(v: float) -> str:
+    """A measured number to about three significant figures, with thousands separators when large."""
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+_STYLE = """body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222;line-height:1.4}
+table.t{border-collapse:collapse;font-size:13px;margin:0.5em 0}table.t td,table.t th{border-bottom:1px solid #ddd;
+padding:3px 8px;text-align:right}table.t th{background:#f4f4f4}h2{border-bottom:2px solid #eee;margin-top:1.6em}
+.meta{color:#555;font-size:13px;white-space:pre}.note{color:#555;font-size:13px}svg{display:block;margin:0.6em 0}"""
+
+
+def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKernels | None = None,
+                 serving: ServingSweep | None = None, p99_target_ms: float | None = None,
+                 path: str | Path | None = None, author: str = "") -> Path:
+    """Write the report (see the module's docstring) and return its path. ``verdicts``: the baseline first, the
+    final run last (each judged in this session); the file is replaced whole or not at all."""
+    if len(verdicts) < 2:
+        raise ValueError("the report compares runs: give the baseline's verdict first and the final run's last.")
+    base, final = verdicts[0], verdicts[-1]
+    rep = env.collect()
+    path = Path(path) if path is not None else report_path()
+    ceil = session.ceilings
+    r = reflection(verdicts, kernels, session)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Final challenge: {_h(final.name)}</title>"
+             f"<style>{_STYLE}</style></head><body>",
+             f"<h1>Final challenge report{': ' + _h(author) if author else ''}</h1>",
+             f"<p class='meta'>{_h(env.today())}\n" + "\n".join(_h(line) for line in rep.lines()) + "</p>",
+             f"<p>Every run trained the reference CNN on {session.rules.images:,} images at "
+             f"{session.rules.image_size}×{session.rules.image_size} and was judged on {session.rules.heldout:,} "
+             f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
+             f"{_short(ceil.matmul_tflops)} TFLOP/s ({_h(ceil.matmul_dtype)} matmul), {_short(ceil.copy_gb_per_s)} GB/s "
+             f"(copy).</p>",
+             "<h2>The baseline</h2>", _baseline_analysis(base, session),
+             "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
+             f"<p class='note'>{_h(table_notes(verdicts))}</p>",
+             svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
+                           title="MFU of each run (% of the measured matmul ceiling)", unit="%"),
+             "<h2>Before and after</h2>"]
+    util_b, ips_b = _monitor_series(base.monitor, "baseline", True)
+    util_f, ips_f = _monitor_series(final.monitor, final.name, False)
+    parts.append(svg.line_chart(util_b + util_f, title="Utilisation while training (each run from its own start)",
+                                x_label="seconds since the run started", y_label="%", y_min=0))
+    parts.append(svg.line_chart(ips_b + ips_f, title="Throughput per step", x_label="seconds since the run started",
+                                y_label="img/s", y_log=True))
+    for v in (base, final):
+        if v.profile is not None:
+            parts.append(svg.timeline(v.profile.timeline_rows(max_per_row=600),
+                                      title=f"{v.name}: profiled steps, CPU and GPU on one time axis"))
+    if kernels is not None:
+        parts += ["<h2>The final step's kernels on the roofline</h2>", _table(kernels.readable(ceil))]
+        if kernels.unplaced:
+            parts.append("<p class='note'>Not on the roofline (their bytes depend on what the compiler fused), share "
+                         "of the step's kernel time: " + _h(", ".join(f"{k} {v:.1f}%" for k, v in
+                                                                        kernels.unplaced.items())) + ".</p>")
+        parts.append(svg.roofline([(p.name, p.intensity, p.achieved_tflops) for p in kernels.points],
+                                  roof=lambda x: attainable_tflops(x, ceil), ridge=ridge_intensity(ceil),
+                                  title=f"Roofline of {ceil.device_name}: the final step's kernels"))
+    if serving is not None and serving.points:
+        parts += ["<h2>Serving: latency against batch size</h2>", _table(serving.readable())]
+        if serving.skipped:
+            parts.append("<p class='note'>Left out: " + _h("; ".join(f"{k} ({v})" for k, v in
+                                                                    serving.skipped.items())) + ".</p>")
+        lines = [svg.Series(n, [p.batch for p in serving.of(n)], [p.p99_ms for p in serving.of(n)])
+                 for n in dict.fromkeys(p.variant for p in serving.points)]
+        target = (p99_target_ms, f"target {p99_target_ms:g} ms") if p99_target_ms is not None else None
+        parts.append(svg.line_chart(lines, title="p99 latency per call", x_label="batch size", y_label="ms",
+                                    x_log=True, y_log=True, hline=target))
+        if p99_target_ms is not None:
+            meet = serving.meeting(p99_target_ms)
+            parts.append("<p>Within a p99 of " + _h(f"{p99_target_ms:g}") + " ms: " + _h("; ".join(
+                f"{n}: batch {p.batch} ({p.img_per_s:,.0f} img/s)" if p else f"{n}: not even batch 1"
+                for n, p in meet.items())) + ".</p>")
+    parts += ["<h2>Reflection</h2><ol>",
+              f"<li><b>The biggest bottleneck.</b> {_h(r.biggest_bottleneck)}</li>",
+              f"<li><b>The change that paid most.</b> {_h(r.paid_most)}</li>",
+              f"<li><b>What to try next.</b> {_h(r.try_next)}</li></ol>",
+              "<p class='note'>Every number above was measured in one session on the machine named at the top.</p>",
+              "</body></html>"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(parts))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,144 @@
+"""The final step's kernels on the roofline: what each kind of work does per step, and how close it gets to its roof.
+
+    kernels = step_roofline(final.profile, final_model, image_size=224, batch=512)
+    kernels.table(session.ceilings)                     # per point: ms per step, share of the step, % of its roof
+    roofline.roofline_figure(kernels.points, session.ceilings).show()
+    kernels.unplaced                                     # kinds left off the roofline, with their share of the step
+
+A kernel's place on the roofline needs its FLOPs and the bytes it must move. The profile gives each kernel's name
+and time; the FLOPs and bytes come from the network's shapes, so kernels are grouped by what they compute:
+
+- **convolutions**, forward and backward together (cuDNN's kernel names say fprop, dgrad or wgrad, not which
+  layer): every layer's forward, its weight gradient, and its input gradient (all but the first layer's: the
+  images need none). The FLOPs are the ones the hardware does, so a first convolution padded to 8 input channels
+  counts 8;
+- **the fully connected layers** (GEMM), forward and backward;
+- **the fused bias + ReLU + max-pool kernels** of :mod:`helpers.kernels.relu_pool_triton`, forward and backward
+  apart: the forward reads the convolution's output and writes a quarter of it; the backward reads it again with
+  the output gradient and writes the input gradient. Their few FLOPs (adds and comparisons) hardly count: they
+  are judged by bytes.
+
+What is left (elementwise kernels Inductor fused, copies, the optimizer) depends on what the compiler fused, so
+its bytes are not known from the shapes: its share of the step is listed in ``unplaced`` instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torch import nn
+
+from .. import profiling
+from ..bench import Ceilings
+from ..roofline import RooflinePoint, attainable_tflops
+
+__all__ = ["StepKernels", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD"]
+
+FUSED_FORWARD = "relu_maxpool_fwd"  # the Triton kernels' names (helpers.kernels.relu_pool_triton)
+FUSED_BACKWARD = "relu_maxpool_bwd"
+
+
+def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value: int = 2) -> dict[str, tuple[float, float]]:
+    """FLOPs and least bytes moved per training step for each group: ``{"convolutions": (flops, bytes), ...}``.
+
+    ``model`` is a ReferenceCNN, as built or as the final challenge changes it (padded first convolution, fused
+    pools): its convolutions in order at full, half and quarter resolution, then its fully connected layers.
+    ``bytes_per_value``: 2 for bf16 activations and weights.
+    """
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if len(convs) != 3 or len(linears) != 2:
+        raise ValueError(f"step_costs reads a ReferenceCNN (3 convolutions, 2 linear layers); this model has "
+                         f"{len(convs)} and {len(linears)}.")
+    b = bytes_per_value
+    conv_flops = conv_bytes = pool_fwd_flops = pool_fwd_bytes = pool_bwd_flops = pool_bwd_bytes = 0.0
+    for i, conv in enumerate(convs):
+        side = image_size >> i
+        inp = batch * conv.in_channels * side * side
+        out = batch * conv.out_channels * side * side
+        weights = conv.weight.numel()
+        fwd = 2.0 * out * conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        passes = 3 if i > 0 else 2  # forward, weight gradient, input gradient (the images need none)
+        conv_flops += passes * fwd
+        conv_bytes += (inp + weights + out) * b * passes  # each pass reads two of the three and writes the third
+        pooled = out // 4
+        pool_fwd_flops += 8.0 * pooled  # four bias adds, three comparisons, one ReLU per output
+        pool_fwd_bytes += (out + pooled) * b
+        pool_bwd_flops += 8.0 * pooled  # the argmax found again, the bias gradient's sum
+        pool_bwd_bytes += (out + pooled + out) * b  # reads the input and the output gradient, writes the input gradient
+    gemm_flops = gemm_bytes = 0.0
+    for lin in linears:
+        fwd = 2.0 * batch * lin.in_features * lin.out_features
+        gemm_flops += 3 * fwd
+        gemm_bytes += 3 * (batch * lin.in_features + lin.weight.numel() + batch * lin.out_features) * b
+    return {"convolutions": (conv_flops, conv_bytes), "fully connected (GEMM)": (gemm_flops, gemm_bytes),
+            "fused pool forward": (pool_fwd_flops, pool_fwd_bytes),
+            "fused pool backward": (pool_bwd_flops, pool_bwd_bytes)}
+
+
+def _group(kernel: str, kind: str) -> str | None:
+    if FUSED_FORWARD in kernel:
+        return "fused pool forward"
+    if FUSED_BACKWARD in kernel:
+        return "fused pool backward"
+    return {"convolution": "convolutions", "GEMM": "fully connected (GEMM)"}.get(kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepKernels:
+    """The step's kernel groups placed on the roofline (time per step in ``ms``), and what could not be placed."""
+
+    points: list[RooflinePoint]
+    shares: dict[str, float]  # point name → share of the step's kernel time (%)
+    unplaced: dict[str, float]  # kind of kernel → share of the step's kernel time (%), not on the roofline
+    step_kernel_ms: float  # all kernel time per step (on a CPU: the ops' CPU time)
+
+    def table(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
+        """Per point: ms per step, share of the step, FLOP/byte, which roof bounds it, achieved and roof TFLOP/s,
+        GB/s moved, and its share of the roof (full precision)."""
+        import pandas as pd
+
+        rows = []
+        for p in self.points:
+            roof = attainable_tflops(p.intensity, ceil)
+            rows.append({"kernels": p.name, "ms per step": p.ms, "share of step %": self.shares[p.name],
+                         "FLOP/byte": p.intensity, "bound": p.bound(ceil), "achieved TFLOP/s": p.achieved_tflops,
+                         "roof TFLOP/s": roof, "GB/s moved": p.bytes / (p.ms * 1e-3) / 1e9,
+                         "% of roof": 100 * p.achieved_tflops / roof})
+        return pd.DataFrame(rows)
+
+    def readable(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
+        t = self.table(ceil)
+        fmt = {"ms per step": "{:.3g}", "share of step %": "{:.1f}", "FLOP/byte": "{:.3g}",
+               "achieved TFLOP/s": "{:.3g}", "roof TFLOP/s": "{:.3g}", "GB/s moved": "{:.3g}", "% of roof": "{:.0f}"}
+        for col, f in fmt.items():
+            t[col] = [f.format(v) for v in t[col]]
+        return t.set_index("kernels")
+
+
+def step_roofline(prof: profiling.ProfileResult, model: nn.Module, *, image_size: int, batch: int,
+                  bytes_per_value: int = 2) -> StepKernels:
+    """Place the profiled step's kernel groups on the roofline (see the module's docstring).
+
+    ``prof``: a profile of training steps (``judge(..., profile=True)`` keeps one); ``model``: the network those
+    steps trained. On a CPU the profile has no kernels, and the ops' CPU time stands in for them.
+    """
+    costs = step_costs(model, image_size=image_size, batch=batch, bytes_per_value=bytes_per_value)
+    kernels = prof.top_kernels(100_000)
+    steps = max(1, prof.active_steps)
+    total_us = float(kernels["total_us"].sum())
+    if total_us <= 0:
+        raise ValueError("the profile holds no kernel or op time: profile a few training steps first.")
+    per_group: dict[str, float] = {}
+    unplaced: dict[str, float] = {}
+    for name, kind, us in zip(kernels["kernel"], kernels["kind"], kernels["total_us"]):
+        group = _group(str(name), str(kind))
+        if group is None:
+            unplaced[kind] = unplaced.get(kind, 0.0) + 100 * us / total_us
+        else:
+            per_group[group] = per_group.get(group, 0.0) + us
+    points = [RooflinePoint(g, *costs[g], kind=g, ms=per_group[g] / steps / 1e3) for g in costs if g in per_group]
+    shares = {g: 100 * per_group[g] / total_us for g in per_group}
+    return StepKernels(points=points, shares=shares,
+                       unplaced=dict(sorted(unplaced.items(), key=lambda kv: -kv[1])),
+                       step_kernel_ms=total_us / steps / 1e3)

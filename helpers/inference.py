@@ -1,0 +1,297 @@
+"""Serving the network: latency percentiles and throughput against batch size, variant by variant.
+
+Training cares about images per second; a server cares about how long one request waits. Each call below is
+timed alone (CUDA events around it, then a sync, so no call hides behind the next one's launch), which is what a
+request sees when the server answers it before taking the next::
+
+    sweep = serve_sweep(ReferenceCNN(224), image_size=224, batches=(1, 4, 16, 64, 256))
+    sweep.readable()              # p50 and p99 ms, img/s, error against fp32, per variant and batch
+    sweep.p99_ms(batch=1)         # the lowest p99 at batch 1, and which variant gave it
+    sweep.meeting(2.0)            # per variant: the largest batch whose p99 stays within 2 ms
+    sweep.figure().show()         # p99 and img/s against batch, one line per variant
+
+The variants: eager fp32 (the reference), eager bf16 (channels_last), then CUDA graphs (every launch of a call
+recorded once and replayed as one) and ``torch.compile`` (fused kernels), alone and together. Where a variant
+cannot run (no GPU for a CUDA graph) it is left out with the reason; without bf16 instructions (most CPUs) a
+bf16 variant runs in fp32, named so, as the course's bf16 steps do there.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+from torch import nn
+
+from . import env
+
+__all__ = ["ServingVariant", "VARIANTS", "LatencyPoint", "ServingSweep", "serve_sweep", "percentile"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingVariant:
+    """One way to serve the network: its precision, whether it is compiled, whether each call is a graph replay."""
+
+    name: str
+    precision: str  # "fp32" or "bf16" (bf16 weights and activations, channels_last)
+    compiled: bool = False
+    cuda_graph: bool = False
+
+    def on(self, device: torch.device) -> "ServingVariant | str":
+        """This variant as it runs on ``device``, or why it cannot run there.
+
+        Without bf16 arithmetic (a CPU without AVX-512 bf16), a bf16 variant runs in fp32, as the course's bf16
+        steps do there, and is named so (``compiled fp32``).
+        """
+        if self.cuda_graph and device.type != "cuda":
+            return "a CUDA graph needs a GPU"
+        if self.precision != "fp32" and (runs := env.resolve_dtype(self.precision, device)) != self.precision:
+            return dataclasses.replace(self, name=self.name.replace(self.precision, runs), precision=runs)
+        return self
+
+
+VARIANTS = (
+    ServingVariant("eager fp32", "fp32"),
+    ServingVariant("eager bf16", "bf16"),
+    ServingVariant("eager bf16 + CUDA graph", "bf16", cuda_graph=True),
+    ServingVariant("compiled bf16", "bf16", compiled=True),
+    ServingVariant("compiled bf16 + CUDA graph", "bf16", compiled=True, cuda_graph=True),
+)
+
+#: The largest error against eager fp32's logits (relative to their largest magnitude) each precision may show.
+#: fp32 convolutions run in TF32 on a recent GPU (PyTorch's default for cuDNN), hence 1%, not 1e-6.
+TOLERANCE = {"fp32": 1e-2, "bf16": 5e-2}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile (0 < q ≤ 100): a value that was measured, never interpolated."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"q={q}: a percentile is in (0, 100]")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyPoint:
+    """One variant at one batch size: per-call latencies in ms, the throughput they give, its error vs fp32."""
+
+    variant: str
+    precision: str
+    batch: int
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+    samples: int
+    max_rel_err: float  # against eager fp32's logits on the same images
+
+    @property
+    def img_per_s(self) -> float:
+        """Images served per second, one call after another."""
+        return self.batch / (self.mean_ms / 1e3)
+
+    @property
+    def correct(self) -> bool:
+        """Whether its logits agree with eager fp32's within what its precision allows (:data:`TOLERANCE`)."""
+        return self.max_rel_err <= TOLERANCE[self.precision]
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingSweep:
+    """Every variant at every batch size, measured in one process; ``skipped``: variant → why it did not run."""
+
+    points: tuple[LatencyPoint, ...]
+    skipped: dict[str, str]
+    image_size: int
+    device: str
+
+    def table(self) -> "pandas.DataFrame":  # noqa: F821
+        """Full precision, one row per (variant, batch)."""
+        import pandas as pd
+
+        return pd.DataFrame([{**dataclasses.asdict(p), "img_per_s": p.img_per_s} for p in self.points])
+
+    def readable(self) -> "pandas.DataFrame":  # noqa: F821
+        """The table as a person reads it: ms to three significant figures, img/s as whole numbers."""
+        import pandas as pd
+
+        return pd.DataFrame([{"variant": p.variant, "batch": p.batch, "p50 ms": f"{p.p50_ms:.3g}",
+                              "p99 ms": f"{p.p99_ms:.3g}", "img/s": f"{p.img_per_s:,.0f}",
+                              "error vs fp32 %": f"{100 * p.max_rel_err:.2g}"} for p in self.points])
+
+    @property
+    def wrong(self) -> list[LatencyPoint]:
+        """Points whose logits are further from eager fp32's than their precision allows (none, if it works)."""
+        return [p for p in self.points if not p.correct]
+
+    def of(self, variant: str) -> list[LatencyPoint]:
+        pts = [p for p in self.points if p.variant == variant]
+        if not pts:
+            raise KeyError(f"no variant {variant!r} was measured; measured: {sorted({p.variant for p in self.points})}"
+                           + (f"; left out: {self.skipped}" if self.skipped else ""))
+        return pts
+
+    def p99_ms(self, batch: int = 1) -> LatencyPoint:
+        """The variant with the lowest p99 at ``batch``."""
+        pts = [p for p in self.points if p.batch == batch]
+        if not pts:
+            raise KeyError(f"batch {batch} was not measured; batches: {sorted({p.batch for p in self.points})}")
+        return min(pts, key=lambda p: p.p99_ms)
+
+    def best_throughput(self) -> LatencyPoint:
+        return max(self.points, key=lambda p: p.img_per_s)
+
+    def meeting(self, p99_target_ms: float) -> dict[str, LatencyPoint | None]:
+        """Per variant: the largest batch whose p99 is within the target (None: not even batch 1)."""
+        out: dict[str, LatencyPoint | None] = {}
+        for name in dict.fromkeys(p.variant for p in self.points):
+            ok = [p for p in self.of(name) if p.p99_ms <= p99_target_ms]
+            out[name] = max(ok, key=lambda p: p.batch) if ok else None
+        return out
+
+    def figure(self, *, p99_target_ms: float | None = None):
+        """p99 latency and img/s against batch size (log axes), one line per variant."""
+        import plotly.graph_objects as go
+        from plotly.subplots import make_subplots
+
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("p99 latency per call (ms)", "throughput (img/s)"))
+        for i, name in enumerate(dict.fromkeys(p.variant for p in self.points)):
+            pts = self.of(name)
+            color = _COLORS[i % len(_COLORS)]
+            xs = [p.batch for p in pts]
+            fig.add_trace(go.Scatter(x=xs, y=[p.p99_ms for p in pts], name=name, legendgroup=name,
+                                     line=dict(color=color)), row=1, col=1)
+            fig.add_trace(go.Scatter(x=xs, y=[p.img_per_s for p in pts], name=name, legendgroup=name,
+                                     showlegend=False, line=dict(color=color)), row=1, col=2)
+        if p99_target_ms is not None:
+            fig.add_hline(y=p99_target_ms, line_dash="dot", annotation_text=f"target {p99_target_ms:g} ms",
+                          row=1, col=1)
+        fig.update_xaxes(type="log", title_text="batch size")
+        fig.update_yaxes(type="log")
+        fig.update_layout(title=f"Serving the reference network at {self.image_size}² on {self.device}", height=420)
+        return fig
+
+
+_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+
+
+def _prepare(model: nn.Module, variant: ServingVariant, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    m = copy.deepcopy(model).to(device).eval()
+    if variant.precision == "bf16":
+        m = m.to(dtype=torch.bfloat16, memory_format=torch.channels_last)
+    if variant.compiled:
+        # Inductor on a GPU; on a CPU its C++ build would take minutes, and the graph still runs PyTorch's kernels
+        backend = "inductor" if device.type == "cuda" else "aot_eager"
+        return torch.compile(m, backend=backend)
+    return m
+
+
+def _graphed(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """``fn`` on ``x`` recorded as one CUDA graph: each call replays every kernel of it with one launch.
+    The graph reads ``x``'s memory: a server copies each request into it (``static.copy_(request)``)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as graph capture asks (cuDNN picks its kernels)
+        for _ in range(3):
+            fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(x)
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return out
+
+    return replay
+
+
+def _time_calls(call: Callable[[], torch.Tensor], device: torch.device, samples: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        call()
+    times = []
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        for _ in range(samples):
+            start.record()
+            call()
+            end.record()
+            end.synchronize()  # the request is answered before the next one starts: no call hides another's time
+            times.append(start.elapsed_time(end))
+    else:
+        for _ in range(samples):
+            t0 = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def serve_sweep(model: nn.Module, *, image_size: int, batches: tuple[int, ...] = (1, 4, 16, 64, 256),
+                variants: tuple[ServingVariant, ...] = VARIANTS, samples: int = 200, warmup: int = 10,
+                device: torch.device | str | None = None, seed: int = 0,
+                on_point: Callable[[LatencyPoint], None] | None = None) -> ServingSweep:
+    """Time ``model``'s forward pass for every variant at every batch size (``samples`` calls each, after
+    ``warmup``), and check each variant's logits against eager fp32's on the same images.
+
+    ``model`` is copied for each precision (it is not changed). The compiled variants start from a reset compiler
+    (``torch._dynamo.reset()``) and share one compiled module, compiled twice: once for batch 1, once for every
+    other batch (dynamic).
+    Raises ``ValueError`` for a batch below 1 or too few samples for a p99 (fewer than 100).
+    """
+    if not batches or min(batches) < 1:
+        raise ValueError(f"batches={batches}: give at least one batch size, each 1 or more.")
+    if samples < 100:
+        raise ValueError(f"samples={samples}: a p99 needs at least 100 calls per point (one in a hundred is the p99).")
+    dev = torch.device(device) if device is not None else env.device()
+    if variants[0].precision != "fp32" or variants[0].compiled or variants[0].cuda_graph:
+        raise ValueError(f"the first variant is the reference every other's error is measured against: make it "
+                         f"eager fp32 (got {variants[0]}).")
+    gen = torch.Generator().manual_seed(seed)
+    inputs = {b: torch.randn(b, 3, image_size, image_size, generator=gen).to(dev) for b in sorted(set(batches))}
+    skipped: dict[str, str] = {}
+    runs: list[ServingVariant] = []
+    for v in variants:
+        here = v.on(dev)
+        if isinstance(here, str):
+            skipped[v.name] = here
+        elif any(r.name == here.name for r in runs):
+            skipped[v.name] = f"no {v.precision} arithmetic here: it would run as {here.name}, measured already"
+        else:
+            runs.append(here)
+    reference: dict[int, torch.Tensor] = {}
+    points: list[LatencyPoint] = []
+    if any(v.compiled for v in variants):
+        torch._dynamo.reset()  # compile counts and graphs start from zero, whatever ran before
+    with torch.no_grad():
+        prepared: dict[tuple[str, bool], Callable[[torch.Tensor], torch.Tensor]] = {}
+        for v in runs:
+            # a CUDA graph variant records the same module its plain twin runs (one compile serves both)
+            key = (v.precision, v.compiled)
+            if key not in prepared:
+                prepared[key] = _prepare(model, v, dev)
+            fn = prepared[key]
+            for b, x in inputs.items():
+                fmt = torch.channels_last if v.precision == "bf16" else torch.contiguous_format
+                xv = x.to(dtype=torch.bfloat16 if v.precision == "bf16" else torch.float32).contiguous(memory_format=fmt)
+                call = _graphed(fn, xv) if v.cuda_graph else (lambda fn=fn, xv=xv: fn(xv))
+                out = call().float()
+                ref = reference.setdefault(b, out.clone())  # the first variant, eager fp32, is the reference
+                err = float((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12))
+                times = _time_calls(call, dev, samples, warmup)
+                p = LatencyPoint(variant=v.name, precision=v.precision, batch=b, p50_ms=statistics.median(times),
+                                 p99_ms=percentile(times, 99), mean_ms=statistics.fmean(times), samples=len(times),
+                                 max_rel_err=err)
+                points.append(p)
+                if on_point is not None:
+                    on_point(p)
+            if dev.type == "cuda":
+                torch.cuda.empty_cache()
+    return ServingSweep(points=tuple(points), skipped=skipped, image_size=image_size,
+                        device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else env.cpu_model())

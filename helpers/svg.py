@@ -1,0 +1,214 @@
+"""Static charts as SVG text: for files that must open anywhere, offline, with no script (the challenge's report).
+
+    svg.line_chart([svg.Series("baseline", xs, ys)], title="GPU utilisation", x_label="s", y_label="%")
+    svg.bar_chart(["baseline", "+ bf16"], [0.8, 5.5], title="MFU", unit="%")
+    svg.timeline({"GPU kernels": [(0.0, 1.5, "conv"), ...]}, title="one step")
+    svg.roofline(points, roof=lambda x: min(peak, x * bw), title="Roofline")
+
+Each returns one ``<svg>`` element as a string, sized in pixels, with its text escaped. Axes may be logarithmic.
+Plotly's figures need its JavaScript to draw; these need nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+from typing import Callable, Sequence
+
+__all__ = ["Series", "line_chart", "bar_chart", "timeline", "roofline", "PALETTE"]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+_FONT = 'font-family="sans-serif" font-size="11"'
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One line: its label, points, and how it is drawn."""
+
+    label: str
+    xs: Sequence[float]
+    ys: Sequence[float]
+    color: str | None = None
+    dashed: bool = False
+
+
+class _Scale:
+    """Maps data to pixels along one axis, linear or log10, with round ticks."""
+
+    def __init__(self, lo: float, hi: float, a: float, b: float, log: bool = False) -> None:
+        if log:
+            lo, hi = math.log10(max(lo, 1e-30)), math.log10(max(hi, 1e-30))
+        if hi <= lo:
+            hi = lo + 1.0
+        self.lo, self.hi, self.a, self.b, self.log = lo, hi, a, b, log
+
+    def __call__(self, v: float) -> float:
+        v = math.log10(max(v, 1e-30)) if self.log else v
+        return self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a)
+
+    def ticks(self) -> list[float]:
+        if self.log:  # powers of ten; over fewer than three decades, 2× and 5× them too
+            steps = (1, 2, 5) if self.hi - self.lo < 3 else (1,)
+            out = [m * 10.0 ** e for e in range(math.floor(self.lo), math.ceil(self.hi) + 1) for m in steps]
+            return [t for t in out if self.lo - 1e-9 <= math.log10(t) <= self.hi + 1e-9]
+        span = self.hi - self.lo
+        step = 10 ** math.floor(math.log10(span / 5))
+        for m in (1, 2, 5, 10):
+            if span / (step * m) <= 6:
+                step *= m
+                break
+        first = math.ceil(self.lo / step) * step
+        return [first + i * step for i in range(int((self.hi - first) / step + 1e-9) + 1)]
+
+
+def _num(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e4 or abs(v) < 1e-2:
+        return f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-")
+    return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def _esc(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _frame(width: int, height: int, title: str, body: list[str]) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">'
+            f'<rect width="{width}" height="{height}" fill="white"/>'
+            f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-family="sans-serif" font-size="13" '
+            f'font-weight="bold">{_esc(title)}</text>' + "".join(body) + "</svg>")
+
+
+def _axes(xs: _Scale, ys: _Scale | None, x_label: str, y_label: str, left: int, top: int, right: int,
+          bottom: int) -> list[str]:
+    """The frame, grid lines and tick labels (``ys`` None: no y ticks, the rows are named instead), axis labels."""
+    out = [f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>']
+    for t in xs.ticks():
+        x = xs(t)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#eee"/>'
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT}>{_num(t)}</text>')
+    for t in ys.ticks() if ys is not None else []:
+        y = ys(t)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eee"/>'
+                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" {_FONT}>{_num(t)}</text>')
+    out.append(f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" {_FONT}>{_esc(x_label)}</text>'
+               f'<text x="14" y="{(top + bottom) / 2:.0f}" text-anchor="middle" {_FONT} '
+               f'transform="rotate(-90 14 {(top + bottom) / 2:.0f})">{_esc(y_label)}</text>')
+    return out
+
+
+def _legend(labels: list[tuple[str, str, bool]], x: int, y: int) -> list[str]:
+    out = []
+    for i, (label, color, dashed) in enumerate(labels):
+        dash = ' stroke-dasharray="5,3"' if dashed else ""
+        yy = y + 14 * i
+        out.append(f'<line x1="{x}" y1="{yy}" x2="{x + 18}" y2="{yy}" stroke="{color}" stroke-width="2"{dash}/>'
+                   f'<text x="{x + 22}" y="{yy + 4}" {_FONT}>{_esc(label)}</text>')
+    return out
+
+
+def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, width: int = 820, height: int = 300,
+               x_log: bool = False, y_log: bool = False, y_min: float | None = None,
+               hline: tuple[float, str] | None = None) -> str:
+    """Lines (with a dot per point when there are few), a legend to the right; ``hline``: (y, label), dotted."""
+    pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys) if y is not None and math.isfinite(y)]
+    if not pts:
+        return _frame(width, height, title + " (nothing recorded)", [])
+    left, top, right, bottom = 56, 28, width - 280, height - 40
+    ys_all = [y for _, y in pts] + ([hline[0]] if hline else [])
+    lo_y = y_min if y_min is not None else min(ys_all)
+    xs = _Scale(min(x for x, _ in pts), max(x for x, _ in pts), left, right, x_log)
+    ys = _Scale(lo_y, max(ys_all) * (1.05 if not y_log else 1.5), bottom, top, y_log)
+    body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
+    legend = []
+    for i, s in enumerate(series):
+        color = s.color or PALETTE[i % len(PALETTE)]
+        coords = [(xs(x), ys(y)) for x, y in zip(s.xs, s.ys) if y is not None and math.isfinite(y)]
+        if not coords:
+            continue
+        dash = ' stroke-dasharray="5,3"' if s.dashed else ""
+        body.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5"{dash} points="'
+                    + " ".join(f"{x:.1f},{y:.1f}" for x, y in coords) + '"/>')
+        if len(coords) <= 12:
+            body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in coords]
+        legend.append((s.label, color, s.dashed))
+    if hline:
+        y = ys(hline[0])
+        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#555" stroke-dasharray="2,3"/>'
+                    f'<text x="{right - 4}" y="{y - 4:.1f}" text-anchor="end" {_FONT}>{_esc(hline[1])}</text>')
+    body += _legend(legend, right + 12, top + 6)
+    return _frame(width, height, title, body)
+
+
+def bar_chart(labels: list[str], values: list[float], *, title: str, unit: str = "", width: int = 720,
+              marks: list[tuple[float, str]] = ()) -> str:
+    """Horizontal bars, one per label, each with its value written beside it; ``marks``: dotted lines (x, label)."""
+    row = 22
+    height = 40 + row * len(labels) + 24
+    left, right, top = 190, width - 70, 28
+    hi = max([v for v in values if v is not None] + [m for m, _ in marks] + [1e-9])
+    xs = _Scale(0, hi * 1.05, left, right)
+    body = []
+    for i, (label, v) in enumerate(zip(labels, values)):
+        y = top + row * i
+        body.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end" {_FONT}>{_esc(label)}</text>')
+        if v is not None:
+            body.append(f'<rect x="{left}" y="{y + 3}" width="{max(0.5, xs(v) - left):.1f}" height="{row - 6}" '
+                        f'fill="{PALETTE[0]}"/><text x="{xs(v) + 4:.1f}" y="{y + 15}" {_FONT}>{_num(v)}{_esc(unit)}</text>')
+    bottom = top + row * len(labels)
+    for m, label in marks:
+        x = xs(m)
+        body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#d62728" stroke-dasharray="3,3"/>'
+                    f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT}>{_esc(label)}</text>')
+    return _frame(width, height, title, body)
+
+
+def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, unit: str = "ms", width: int = 900,
+             max_per_row: int = 3000) -> str:
+    """One band per row; each item (start, duration, name) a box. Hover a box for its name (SVG ``<title>``);
+    only the ``max_per_row`` longest items of a row are drawn (the rest are too short to see)."""
+    items = [it for r in rows.values() for it in r]
+    if not items:
+        return _frame(width, 60, title + " (nothing recorded)", [])
+    band = 26
+    left, right, top = 100, width - 20, 28
+    height = top + band * len(rows) + 40
+    xs = _Scale(min(s for s, _, _ in items), max(s + d for s, d, _ in items), left, right)
+    body = _axes(xs, None, f"time ({unit})", "", left, top, right, top + band * len(rows))
+    for i, (name, its) in enumerate(rows.items()):
+        y = top + band * i
+        color = PALETTE[i % len(PALETTE)]
+        body.append(f'<text x="{left - 6}" y="{y + 17}" text-anchor="end" {_FONT}>{_esc(name)}</text>')
+        for s, d, label in sorted(its, key=lambda it: -it[1])[:max_per_row]:
+            body.append(f'<rect x="{xs(s):.2f}" y="{y + 4}" width="{max(0.3, xs(s + d) - xs(s)):.2f}" '
+                        f'height="{band - 8}" fill="{color}"><title>{_esc(label)}</title></rect>')
+    return _frame(width, height, title, body)
+
+
+def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], float], ridge: float, title: str,
+             width: int = 720, height: int = 360) -> str:
+    """Log-log: the roof (TFLOP/s against FLOP/byte) and each point (label, intensity, achieved TFLOP/s)."""
+    if not points:
+        return _frame(width, 60, title + " (no points)", [])
+    left, top, right, bottom = 60, 28, width - 20, height - 40
+    xs_v = [p[1] for p in points] + [ridge]
+    lo, hi = min(xs_v) / 4, max(xs_v) * 4
+    ys_v = [p[2] for p in points] + [roof(lo), roof(hi)]
+    xs = _Scale(lo, hi, left, right, log=True)
+    ys = _Scale(min(ys_v) / 3, max(ys_v) * 3, bottom, top, log=True)
+    body = _axes(xs, ys, "arithmetic intensity (FLOP per byte moved)", "TFLOP/s", left, top, right, bottom)
+    curve = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    body.append('<polyline fill="none" stroke="black" stroke-width="2" points="'
+                + " ".join(f"{xs(x):.1f},{ys(roof(x)):.1f}" for x in curve) + '"/>')
+    body.append(f'<line x1="{xs(ridge):.1f}" y1="{top}" x2="{xs(ridge):.1f}" y2="{bottom}" stroke="#777" '
+                f'stroke-dasharray="2,3"/><text x="{xs(ridge) + 4:.1f}" y="{top + 12}" {_FONT}>ridge '
+                f'{_num(ridge)} FLOP/byte</text>')
+    for i, (label, x, y) in enumerate(points):
+        color = PALETTE[(i + 1) % len(PALETTE)]
+        body.append(f'<circle cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="5" fill="{color}"><title>{_esc(label)}: '
+                    f'{x:.3g} FLOP/byte, {y:.3g} TFLOP/s</title></circle>'
+                    f'<text x="{xs(x) + 7:.1f}" y="{ys(y) - 6:.1f}" {_FONT}>{_esc(label)}</text>')
+    return _frame(width, height, title, body)

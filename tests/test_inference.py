@@ -1,0 +1,73 @@
+"""Serving latency (helpers.inference) on a CPU: every variant that can run here runs and is checked against fp32;
+the rest are left out with the reason; percentiles are values that were measured."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from helpers import env, models
+from helpers.inference import VARIANTS, LatencyPoint, ServingSweep, ServingVariant, percentile, serve_sweep
+
+
+def test_percentile_is_the_nearest_rank():
+    xs = list(range(1, 201))  # 1..200
+    assert percentile(xs, 50) == 100 and percentile(xs, 99) == 198 and percentile(xs, 100) == 200
+    assert percentile([5.0], 99) == 5.0 and percentile([3, 1, 2], 50) == 2
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1], 0)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return serve_sweep(models.ReferenceCNN(16), image_size=16, batches=(1, 4), samples=100, warmup=2)
+
+
+def test_a_sweep_on_a_cpu_measures_what_can_run_and_says_why_the_rest_cannot(sweep):
+    cpu = torch.device("cpu")
+    assert {"eager bf16 + CUDA graph", "compiled bf16 + CUDA graph"} <= set(sweep.skipped)
+    assert all("CUDA graph needs a GPU" in sweep.skipped[v] for v in sweep.skipped if "CUDA graph" in v)
+    bf16 = env.resolve_dtype("bf16", cpu) == "bf16"
+    expected = ["eager fp32", "eager bf16", "compiled bf16"] if bf16 else ["eager fp32", "compiled fp32"]
+    assert list(dict.fromkeys(p.variant for p in sweep.points)) == expected
+    if not bf16:
+        assert "it would run as eager fp32" in sweep.skipped["eager bf16"]
+    for p in sweep.points:
+        assert p.samples == 100 and 0 < p.p50_ms <= p.p99_ms and p.img_per_s == pytest.approx(p.batch / p.mean_ms * 1e3)
+        assert p.correct, p  # every variant computes what eager fp32 does, within its precision
+    assert not sweep.wrong
+    assert sweep.of("eager fp32")[0].max_rel_err == 0.0  # the reference itself
+
+
+def test_meeting_a_target_picks_the_largest_batch_within_it():
+    pts = tuple(LatencyPoint("v", "fp32", b, p50, p99, p50, 100, 0.0)
+                for b, p50, p99 in ((1, 1.0, 1.5), (4, 2.0, 2.5), (16, 5.0, 9.0)))
+    pts += (LatencyPoint("w", "fp32", 1, 3.0, 4.0, 3.0, 100, 0.0),)
+    s = ServingSweep(pts, {}, 16, "test")
+    assert s.meeting(3.0) == {"v": pts[1], "w": None}
+    assert s.meeting(10.0)["v"].batch == 16
+    assert s.p99_ms(1) == pts[0] and s.best_throughput() == pts[2]
+    with pytest.raises(KeyError, match="batch 2 was not measured"):
+        s.p99_ms(2)
+    with pytest.raises(KeyError, match="no variant 'x'"):
+        s.of("x")
+    assert not dataclasses.replace(pts[0], precision="bf16", max_rel_err=0.2).correct
+    assert list(s.readable().columns) == ["variant", "batch", "p50 ms", "p99 ms", "img/s", "error vs fp32 %"]
+
+
+def test_bad_arguments_say_what_to_change():
+    m = models.ReferenceCNN(16)
+    with pytest.raises(ValueError, match="at least 100 calls"):
+        serve_sweep(m, image_size=16, batches=(1,), samples=50)
+    with pytest.raises(ValueError, match="each 1 or more"):
+        serve_sweep(m, image_size=16, batches=(0, 4))
+    with pytest.raises(ValueError, match="make it eager fp32"):
+        serve_sweep(m, image_size=16, batches=(1,), variants=VARIANTS[1:])
+
+
+def test_a_cuda_graph_variant_cannot_run_on_a_cpu():
+    assert ServingVariant("g", "fp32", cuda_graph=True).on(torch.device("cpu")) == "a CUDA graph needs a GPU"

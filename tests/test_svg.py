@@ -1,0 +1,55 @@
+"""Static SVG charts (helpers.svg): well-formed, escaped, drawn where the data says."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree
+
+from helpers import svg
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def _parse(text: str) -> ElementTree.Element:
+    return ElementTree.fromstring(text)
+
+
+def test_a_line_chart_draws_each_series_with_its_label_escaped():
+    root = _parse(svg.line_chart([svg.Series("a <b> & c", [0, 1, 2], [0, 50, 100]),
+                                  svg.Series("d", [0, 2], [10, 20], dashed=True)],
+                                 title="util", x_label="s", y_label="%", hline=(90, "target")))
+    lines = root.findall(f"{NS}polyline")
+    assert len(lines) == 2 and lines[1].get("stroke-dasharray")
+    texts = [t.text for t in root.iter(f"{NS}text")]
+    assert "a <b> & c" in texts and "target" in texts and "util" in texts
+    # y grows upwards: the point at 100 is drawn above the one at 0
+    ys = [float(p.split(",")[1]) for p in lines[0].get("points").split()]
+    assert ys[2] < ys[1] < ys[0]
+
+
+def test_empty_or_missing_data_still_gives_a_chart_that_says_so():
+    assert "nothing recorded" in svg.line_chart([svg.Series("a", [], [])], title="t", x_label="x", y_label="y")
+    assert "nothing recorded" in svg.timeline({"GPU kernels": []}, title="t")
+    assert "no points" in svg.roofline([], roof=lambda x: x, ridge=1.0, title="t")
+    _parse(svg.line_chart([svg.Series("a", [0, 1], [None, float("nan")])], title="t", x_label="x", y_label="y"))
+
+
+def test_log_axes_tick_at_round_values():
+    root = _parse(svg.line_chart([svg.Series("p99", [1, 4, 16, 64, 256], [0.2, 0.3, 0.9, 3.0, 11.0])],
+                                 title="t", x_label="batch", y_label="ms", x_log=True, y_log=True))
+    ticks = {t.text for t in root.iter(f"{NS}text")}
+    assert {"1", "10", "100"} <= ticks  # powers of ten
+    root = _parse(svg.line_chart([svg.Series("p", [1, 8], [1, 2])], title="t", x_label="b", y_label="ms", x_log=True))
+    assert {"1", "2", "5"} <= {t.text for t in root.iter(f"{NS}text")}  # under three decades: 2× and 5× too
+
+
+def test_bars_timeline_and_roofline_draw_one_shape_per_item():
+    bars = _parse(svg.bar_chart(["a", "b", "c"], [1.0, 2.5, None], title="MFU", unit="%", marks=[(2.0, "goal")]))
+    assert len(bars.findall(f"{NS}rect")) == 1 + 2  # the background and one bar per value
+    assert "2.5%" in {t.text for t in bars.iter(f"{NS}text")}
+    tl = _parse(svg.timeline({"CPU ops": [(0.0, 1.0, "x"), (1.0, 0.5, "y")], "GPU kernels": [(0.5, 2.0, "k<1>")]},
+                             title="t", max_per_row=1))
+    boxes = [r for r in tl.iter(f"{NS}rect") if r.find(f"{NS}title") is not None]
+    assert [b.find(f"{NS}title").text for b in boxes] == ["x", "k<1>"]  # the longest of each row, names escaped
+    roof = _parse(svg.roofline([("conv", 300.0, 500.0), ("pool", 0.2, 0.5)], roof=lambda x: min(700.0, 3.0 * x),
+                               ridge=233.0, title="roofline"))
+    assert len(roof.findall(f"{NS}circle")) == 2
