@@ -133,6 +133,7 @@ class ProfileResult:
     active_steps: int
     _trace: list[dict] | None = dataclasses.field(default=None, repr=False)
     _raw_trace: bytes | None = dataclasses.field(default=None, repr=False)
+    untimed_events: int = 0  # events of the trace without a timestamp, left out of trace_events() (set when read)
 
     # -- tables -------------------------------------------------------------------------------
     def top_ops(self, n: int = 10, *, sort_by: str = "auto") -> "pandas.DataFrame":  # noqa: F821
@@ -226,6 +227,10 @@ class ProfileResult:
             raw = json.loads(self._trace_bytes())
             events = raw["traceEvents"] if isinstance(raw, dict) else raw
             trace = [e for e in events if e.get("ph") == "X" and "dur" in e and str(e.get("cat", "")).lower() in _ROWS]
+            # An event at time zero came without a timestamp (seen for every CUDA API call of a profile taken in a
+            # notebook on an H100): it cannot be placed on the time axis, and would stretch it to the clock's epoch
+            self.untimed_events = sum(1 for e in trace if not e.get("ts"))
+            trace = [e for e in trace if e.get("ts")]
             for e in trace:
                 e["cat"] = str(e["cat"]).lower()
             self._trace = _launched_in_active_steps(trace)
@@ -285,6 +290,8 @@ class ProfileResult:
         import plotly.graph_objects as go
 
         rows = self.timeline_rows(max_per_row=max_events)
+        if self.untimed_events:
+            title += f" ({self.untimed_events} events came without a timestamp and are left out)"
         fig = go.Figure()
         if not any(rows.values()):
             fig.update_layout(title=title + " (no events recorded)")
@@ -326,17 +333,23 @@ def _launched_in_active_steps(events: list[dict]) -> list[dict]:
     over the kernels those steps launched: they would count as the active steps' own (12 calls of a kernel in 3
     steps that launch it 3 times each). A GPU event names its launch by ``correlation`` id (one id for every
     kernel of a CUDA graph replay: the graph's launch); keep those whose launch lies inside a ``ProfilerStep#N``.
-    A trace without step markers or correlation ids is returned as it is.
+    Without launches to match, keep the GPU work that began after the first step began. A trace without step
+    markers is returned as it is.
     """
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in events
              if e["cat"] == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
     gpu = [e for e in events if e["cat"] in GPU_CATEGORIES]
-    if not steps or not gpu or not all("correlation" in e.get("args", {}) for e in gpu):
+    if not steps or not gpu:
         return events
     launched = {e["args"]["correlation"] for e in events
                 if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
                 and any(a <= e["ts"] <= b for a, b in steps)}
-    return [e for e in events if e["cat"] not in GPU_CATEGORIES or e["args"]["correlation"] in launched]
+    if launched and all("correlation" in e.get("args", {}) for e in gpu):
+        return [e for e in events if e["cat"] not in GPU_CATEGORIES or e["args"]["correlation"] in launched]
+    # No launch to match (a trace whose CUDA API events came without timestamps): keep the GPU work that began
+    # once the first profiled step had, which is exact for a loop that waits for the GPU at each step's end
+    first = min(a for a, _ in steps)
+    return [e for e in events if e["cat"] not in GPU_CATEGORIES or e["ts"] >= first]
 
 
 def profile_steps(

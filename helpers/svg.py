@@ -208,7 +208,8 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
                 f'{_num(ridge)} FLOP/byte</text>')
     for i, (label, x, y) in enumerate(points):
         color = PALETTE[(i + 1) % len(PALETTE)]
+        dy = -6 if i % 2 == 0 else 14  # labels alternate above and below: neighbours' labels do not overprint
         body.append(f'<circle cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="5" fill="{color}"><title>{_esc(label)}: '
                     f'{x:.3g} FLOP/byte, {y:.3g} TFLOP/s</title></circle>'
-                    f'<text x="{xs(x) + 7:.1f}" y="{ys(y) - 6:.1f}" {_FONT}>{_esc(label)}</text>')
+                    f'<text x="{xs(x) + 7:.1f}" y="{ys(y) + dy:.1f}" {_FONT}>{_esc(label)}</text>')
     return _frame(width, height, title, body)

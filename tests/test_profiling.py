@@ -87,8 +87,24 @@ def test_warm_up_kernels_are_not_counted_as_the_active_steps():
     assert set(res.top_kernels(10).kernel) == {"k", "g1", "g2"}
 
 
+def test_events_without_a_timestamp_are_left_out_and_the_kernels_kept_by_their_start():
+    # Every CUDA API event at ts 0 (seen in a notebook on an H100): no launch to match, so the GPU work that began
+    # after the first step began is kept; the untimed events would stretch the time axis to the epoch
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "warm", "ts": 5, "dur": 10, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 20, "dur": 40},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 0, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 25, "dur": 10, "args": {"correlation": 2}},
+    ]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps(events).encode())
+    assert [e["name"] for e in res.trace_events()] == ["ProfilerStep#2", "k"] and res.untimed_events == 1
+    rows = res.timeline_rows()
+    assert rows["GPU kernels"] == [(0.005, 0.01, "k")] and not rows["CUDA API"]
+    assert "1 events came without a timestamp" in res.timeline_figure().layout.title.text
+
+
 def test_a_trace_without_step_markers_keeps_every_kernel():
-    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "args": {"correlation": 1}}]
+    events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 3, "dur": 1, "args": {"correlation": 1}}]
     res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps(events).encode())
     assert [e["name"] for e in res.trace_events()] == ["k"]
 

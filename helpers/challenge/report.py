@@ -186,8 +186,10 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                                 y_label="img/s", y_log=True))
     for v in (base, final):
         if v.profile is not None:
-            parts.append(svg.timeline(v.profile.timeline_rows(max_per_row=600),
-                                      title=f"{v.name}: profiled steps, CPU and GPU on one time axis"))
+            rows = v.profile.timeline_rows(max_per_row=600)
+            untimed = (f" ({v.profile.untimed_events} events without a timestamp left out)"
+                       if v.profile.untimed_events else "")
+            parts.append(svg.timeline(rows, title=f"{v.name}: profiled steps, CPU and GPU on one time axis{untimed}"))
     if kernels is not None:
         parts += ["<h2>The final step's kernels on the roofline</h2>", _table(kernels.readable(ceil))]
         if kernels.unplaced:
