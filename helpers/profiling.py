@@ -361,17 +361,35 @@ def profile_steps(
     record_shapes: bool = False,
     with_stack: bool = False,
     profile_memory: bool = False,
+    attempts: int = 2,
 ) -> ProfileResult:
     """Call ``step_fn`` ``wait + warmup + active`` times under ``torch.profiler`` and keep the active steps.
 
     The schedule skips the first ``wait`` steps, records but discards
     ``warmup`` steps (the profiler's own start-up cost lands there), and keeps
     ``active`` steps.
-    """
-    from torch.profiler import ProfilerActivity, profile, schedule
 
+    A profile whose GPU events came back without timestamps (seen on an H100 for the first profile taken in a
+    Jupyter kernel: every kernel and CUDA API call at time zero, so no timeline) is taken again, up to
+    ``attempts`` profiles in all; the last one is returned either way (``ProfileResult.untimed_events`` says).
+    """
     if min(wait, warmup) < 0 or active < 1:
         raise ValueError(f"profile_steps needs wait ≥ 0, warmup ≥ 0, active ≥ 1 (got {wait}, {warmup}, {active}).")
+    if attempts < 1:
+        raise ValueError(f"profile_steps needs attempts ≥ 1 (got {attempts}).")
+    for _ in range(attempts):
+        res = _profile_once(step_fn, wait=wait, warmup=warmup, active=active, record_shapes=record_shapes,
+                            with_stack=with_stack, profile_memory=profile_memory)
+        res.trace_events()  # reading the trace counts the events that came without a timestamp
+        if not res.untimed_events:
+            break
+    return res
+
+
+def _profile_once(step_fn: Callable[[], object], *, wait: int, warmup: int, active: int, record_shapes: bool,
+                  with_stack: bool, profile_memory: bool) -> ProfileResult:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
     activities = [ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(ProfilerActivity.CUDA)

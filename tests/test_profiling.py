@@ -103,6 +103,26 @@ def test_events_without_a_timestamp_are_left_out_and_the_kernels_kept_by_their_s
     assert "1 events came without a timestamp" in res.timeline_figure().layout.title.text
 
 
+def test_a_profile_without_timestamps_is_taken_again(monkeypatch):
+    untimed = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 0, "args": {"correlation": 1}}]
+    timed = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 7, "dur": 1, "args": {"correlation": 1}}]
+    traces = [untimed, timed]
+    calls = []
+
+    def once(step_fn, **kw):
+        calls.append(kw)
+        return profiling.ProfileResult(prof=None, active_steps=kw["active"], _raw_trace=json.dumps(traces.pop(0)).encode())
+
+    monkeypatch.setattr(profiling, "_profile_once", once)
+    res = profiling.profile_steps(lambda: None, active=3)
+    assert len(calls) == 2 and res.untimed_events == 0 and [e["name"] for e in res.trace_events()] == ["k"]
+    traces[:] = [untimed]
+    res = profiling.profile_steps(lambda: None, active=3, attempts=1)  # the last attempt is returned, and says so
+    assert len(calls) == 3 and res.untimed_events == 1
+    with pytest.raises(ValueError, match="attempts"):
+        profiling.profile_steps(lambda: None, attempts=0)
+
+
 def test_a_trace_without_step_markers_keeps_every_kernel():
     events = [{"ph": "X", "cat": "kernel", "name": "k", "ts": 3, "dur": 1, "args": {"correlation": 1}}]
     res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps(events).encode())
