@@ -81,7 +81,7 @@ class Verdict:
     mfu_pct: float
     accuracy: float
     images_seen: int
-    peak_mem_gb: float | None
+    peak_mem_gb: float | None  # the allocator's peak over the whole run, warm-up (and graph recording) included
     nvml_util_pct: float | None
     gpm_sm_pct: float | None
     speedup: float | None  # over the baseline judged in the same session (None: this is the baseline)
