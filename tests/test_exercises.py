@@ -67,7 +67,9 @@ def test_reference_analysis_passes_on_any_evidence(evidence):
 
 
 def test_a_good_learner_answer_passes():
-    answer = BaselineAnalysis(gpu_util_pct=35, bottlenecks=["data_loading", "compute"], estimated_headroom_x=10)
+    # read from the printed numbers: step 64 ms over compute 10 ms, 66,000 over 500 img/s, both rounded
+    answer = BaselineAnalysis(gpu_util_pct=35, bottlenecks=["data_loading", "compute"], speedup_if_only_compute_x=6,
+                              speedup_at_ceiling_x=130)
     res = nb01.check_baseline_analysis(answer, GPU_EVIDENCE)
     assert res.passed and res.value is answer
 
@@ -76,27 +78,32 @@ def test_empty_analysis_is_not_done():
     res = nb01.check_baseline_analysis(BaselineAnalysis(), GPU_EVIDENCE)
     assert res.status == "not done"
     assert res.value == nb01.baseline_analysis(GPU_EVIDENCE)
+    assert nb01.check_baseline_analysis(BaselineAnalysis(40, ["data_loading"], 6.4), GPU_EVIDENCE).status == "not done"
 
 
 @pytest.mark.parametrize(
     "answer, says",
     [
-        (BaselineAnalysis(90, ["data_loading"], 10), "monitor measured 40%"),
-        (BaselineAnalysis(40, ["compute", "data_loading"], 10), "'data_loading' takes the largest share"),
-        (BaselineAnalysis(40, ["dataloader"], 10), "not bottleneck names"),
-        (BaselineAnalysis(40, ["data_loading"], 1.5), "outside what the measurements allow"),
-        (BaselineAnalysis(40, ["data_loading"], 500), "compute ceiling caps it"),
+        (BaselineAnalysis(90, ["data_loading"], 6.4, 132), "monitor measured 40%"),
+        (BaselineAnalysis(40, ["compute", "data_loading"], 6.4, 132), "'data_loading' takes the largest share"),
+        (BaselineAnalysis(40, ["dataloader"], 6.4, 132), "not bottleneck names"),
+        (BaselineAnalysis(40, ["data_loading"], 1.5, 132), "speedup_if_only_compute_x = 1.5 is 77% too low"),
+        (BaselineAnalysis(40, ["data_loading"], 100, 132), "is 1462% too high"),  # a guess between the two
+        (BaselineAnalysis(40, ["data_loading"], 6.4, 100), "speedup_at_ceiling_x = 100 is 24% too low"),
+        # the two quantities swapped: each is refused, and the message says which figure it was
+        (BaselineAnalysis(40, ["data_loading"], 132, 6.4), "That is the compute ceiling's figure"),
+        (BaselineAnalysis(40, ["data_loading"], 6.4, 6.4), "That is the figure with only the compute left"),
     ],
 )
 def test_wrong_analyses_say_what_the_measurements_show(answer, says):
     res = nb01.check_baseline_analysis(answer, GPU_EVIDENCE)
     assert res.status == "failed"
-    assert says in res.message
+    assert says in res.message, res.message
 
 
-def test_evidence_bounds():
-    low, high = GPU_EVIDENCE.headroom_bounds()
-    assert low == pytest.approx(64 / 10) and high == pytest.approx(132)
+def test_evidence_figures():
+    assert GPU_EVIDENCE.speedup_if_only_compute() == pytest.approx(64 / 10)
+    assert GPU_EVIDENCE.speedup_at_ceiling() == pytest.approx(132)
     assert GPU_EVIDENCE.ranked_bottlenecks()[0] == "data_loading"
     assert CPU_EVIDENCE.ranked_bottlenecks()[0] == "compute"
 
@@ -114,3 +121,21 @@ def test_targets_are_asserted_only_at_full_scale():
     assert list(ok.met) == [True, False] and list(ok.asserted) == [True, False]
     with pytest.raises(KeyError, match="no figure named 'speedup'"):
         common.check_targets({}, targets, scale="full")
+
+
+def test_every_check_names_its_notebook():
+    # "05 · predict the efficiency of two GPUs", "06.1 · spot the cheat": a learner sees which notebook a result is from
+    import ast
+    from pathlib import Path
+
+    folder = Path(nb01.__file__).parent
+    names = {}
+    for path in sorted(folder.glob("nb[0-9][0-9].py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["name"]
+                    and isinstance(node.value, ast.Constant)):
+                names.setdefault(path.stem[2:], []).append(node.value.value)
+    assert set(names) == {p.stem[2:] for p in folder.glob("nb[0-9][0-9].py")}  # every notebook's checks were found
+    for number, found in names.items():
+        for name in found:
+            assert name.startswith(f"{number} · ") or name.startswith(f"{number}.") and " · " in name, name

@@ -157,6 +157,27 @@ def test_reference_triton_softmax_passes_through_the_interpreter():
     assert "interpreter" in res.message
 
 
+def test_softmax_check_refuses_pytorchs_own_softmax_and_names_the_learners_kernel():
+    for not_mine in (lambda x: torch.softmax(x, -1), torch.compile(lambda x: torch.softmax(x, -1), backend="aot_eager")):
+        res = nb03.check_fused_softmax(not_mine, device="cpu", seed=5)
+        assert res.status == "failed" and "launched no Triton kernel of its own" in res.message, res.message
+    res = nb03.check_fused_softmax(nb03.fused_softmax, device="cpu", seed=5)
+    assert res.passed and "runs your Triton kernel (softmax_kernel)" in res.message
+
+
+def test_triton_launches_records_kernels_launched_from_python_only():
+    from helpers.kernels.launches import triton_launches
+    from triton.runtime import jit
+
+    run = jit.JITFunction.__dict__["run"]
+    x = torch.randn(3, 7)
+    with triton_launches() as names:
+        nb03.fused_softmax(x)
+        torch.softmax(x, -1)
+    assert names == ["helpers.kernels.softmax_triton.softmax_kernel"]
+    assert jit.JITFunction.__dict__["run"] is run  # put back as it was
+
+
 def test_softmax_check_says_not_done():
     assert nb03.check_fused_softmax(None, device="cpu").status == "not done"
 

@@ -2,7 +2,7 @@
 
     from helpers.exercises import nb01 as checks
     evidence = checks.BaselineEvidence(util_pct=..., util_source="nvml", img_per_s=..., phase_ms=..., ceiling_img_per_s=...)
-    check = checks.check_baseline_analysis(checks.BaselineAnalysis(42.0, ["data_loading", ...], 3.0), evidence)
+    check = checks.check_baseline_analysis(checks.BaselineAnalysis(42.0, ["data_loading", ...], 6.4, 130.0), evidence)
 
 Try the exercise before reading the reference solution below.
 """
@@ -40,12 +40,18 @@ class BaselineEvidence:
         order = sorted(self.phase_ms, key=lambda k: -self.phase_ms[k])
         return [_PHASE_TO_BOTTLENECK[k] for k in order]
 
-    def headroom_bounds(self) -> tuple[float, float]:
-        """(low, high): hiding everything but compute gives at least ``low``×; the roofline caps it at ``high``×."""
-        compute = max(self.phase_ms.get("compute", 0.0), 1e-9)
-        low = max(1.0, self.step_ms / compute)
-        high = max(1.0, self.ceiling_img_per_s / self.img_per_s)
-        return (min(low, high), max(low, high))
+    def speedup_if_only_compute(self) -> float:
+        """How many times faster a step would be if everything but its compute were hidden: step ÷ compute."""
+        return max(1.0, self.step_ms / max(self.phase_ms.get("compute", 0.0), 1e-9))
+
+    def speedup_at_ceiling(self) -> float:
+        """How many times faster the compute ceiling allows: ceiling img/s ÷ measured img/s."""
+        return self.ceiling_img_per_s / self.img_per_s
+
+
+#: How far a learner's reading of each figure may be from the measurements' own, as a share of it: the printed
+#: numbers are rounded, and a step read as the sum of its phases or as the run's median step differs by a few %.
+READING_SPREAD = {"speedup_if_only_compute_x": 0.15, "speedup_at_ceiling_x": 0.10}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +60,8 @@ class BaselineAnalysis:
 
     gpu_util_pct: float | None = None  # what the monitor measured
     bottlenecks: tuple[str, ...] | list[str] = ()  # ranked, largest first, names from BOTTLENECKS
-    estimated_headroom_x: float | None = None  # how many times faster this could get
+    speedup_if_only_compute_x: float | None = None  # step ÷ compute: everything but the compute hidden
+    speedup_at_ceiling_x: float | None = None  # the compute ceiling's img/s ÷ the measured img/s
 
 
 # -- the reference solution ----------------------------------------------------------------------------
@@ -64,26 +71,34 @@ def baseline_analysis(evidence: BaselineEvidence) -> BaselineAnalysis:
 
     * utilisation: what the monitor measured;
     * bottlenecks: the step's phases ranked by their share of a step;
-    * headroom: if everything but the compute were hidden (data prepared in the
-      background, no syncs), a step would take only its compute time, so
-      ``step / compute`` is a first estimate; the compute ceiling caps it.
+    * two speed-ups, two different questions: if everything but the compute were hidden (data prepared in the
+      background, no syncs), a step would take only its compute time, so ``step / compute``; and what the
+      compute ceiling allows, ``ceiling img/s / img/s`` (the compute itself made faster too).
     """
-    low, high = evidence.headroom_bounds()
     return BaselineAnalysis(
         gpu_util_pct=round(evidence.util_pct, 1),
         bottlenecks=tuple(evidence.ranked_bottlenecks()),
-        estimated_headroom_x=round(min(low, high), 2),
+        speedup_if_only_compute_x=round(evidence.speedup_if_only_compute(), 2),
+        speedup_at_ceiling_x=round(evidence.speedup_at_ceiling(), 1),
     )
 
 
 # -- the check -----------------------------------------------------------------------------------------
 
+def _off(got: float, want: float, spread: float) -> str | None:
+    """None when ``got`` is within ``spread`` (a share) of ``want``; else how far off, and which way."""
+    if abs(got - want) <= spread * want:
+        return None
+    return f"{abs(got / want - 1):.0%} too {'high' if got > want else 'low'}"
+
+
 def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence) -> CheckResult:
     """Compare the learner's analysis with the measured evidence."""
     name = "01 · baseline analysis"
     ref = baseline_analysis(evidence)
-    if answer.gpu_util_pct is None or not answer.bottlenecks or answer.estimated_headroom_x is None:
-        return not_done(name, ref, "Fill in all three fields of BaselineAnalysis and run this cell again.")
+    if (answer.gpu_util_pct is None or not answer.bottlenecks or answer.speedup_if_only_compute_x is None
+            or answer.speedup_at_ceiling_x is None):
+        return not_done(name, ref, "Fill in all four fields of BaselineAnalysis and run this cell again.")
     unknown = [b for b in answer.bottlenecks if b not in BOTTLENECKS]
     if unknown:
         return failed(name, ref, f"{unknown} are not bottleneck names; use these: {', '.join(BOTTLENECKS)}.")
@@ -96,11 +111,21 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
         shares = ", ".join(f"{_PHASE_TO_BOTTLENECK[k]} {v / evidence.step_ms:.0%}" for k, v in evidence.phase_ms.items())
         return failed(name, ref, f"Your first bottleneck is {answer.bottlenecks[0]!r}, but the step breakdown says "
                                  f"{ranked[0]!r} takes the largest share ({shares}).")
-    low, high = evidence.headroom_bounds()
-    x = answer.estimated_headroom_x
-    if not (0.8 * low <= x <= high * 1.05):
-        return failed(name, ref, f"An estimated headroom of {x:.1f}× is outside what the measurements allow: hiding "
-                                 f"everything but compute gives about {low:.1f}×, and the compute ceiling caps it at "
-                                 f"{high:.1f}×.")
-    return CheckResult(name, "passed", f"Your reading agrees with the measurements (headroom between {low:.1f}× and "
-                                       f"{high:.1f}×).", answer)
+    compute = evidence.phase_ms.get("compute", 0.0)
+    only, ceiling = evidence.speedup_if_only_compute(), evidence.speedup_at_ceiling()
+    off = _off(answer.speedup_if_only_compute_x, only, READING_SPREAD["speedup_if_only_compute_x"])
+    if off:
+        mixed = (" That is the compute ceiling's figure: this one keeps the compute as it is."
+                 if _off(answer.speedup_if_only_compute_x, ceiling, READING_SPREAD["speedup_at_ceiling_x"]) is None else "")
+        return failed(name, ref, f"speedup_if_only_compute_x = {answer.speedup_if_only_compute_x:g} is {off}: with "
+                                 f"everything but the compute hidden, a step takes its compute time, so step ÷ compute "
+                                 f"= {evidence.step_ms:.3g} ms ÷ {compute:.3g} ms.{mixed}")
+    off = _off(answer.speedup_at_ceiling_x, ceiling, READING_SPREAD["speedup_at_ceiling_x"])
+    if off:
+        mixed = (" That is the figure with only the compute left: the ceiling also makes the compute itself faster."
+                 if _off(answer.speedup_at_ceiling_x, only, READING_SPREAD["speedup_if_only_compute_x"]) is None else "")
+        return failed(name, ref, f"speedup_at_ceiling_x = {answer.speedup_at_ceiling_x:g} is {off}: the compute "
+                                 f"ceiling allows {evidence.ceiling_img_per_s:,.0f} img/s against the measured "
+                                 f"{evidence.img_per_s:,.0f}.{mixed}")
+    return CheckResult(name, "passed", f"Your reading agrees with the measurements: {only:.1f}× with only the compute "
+                                       f"left, {ceiling:.0f}× at the compute ceiling.", answer)

@@ -21,6 +21,7 @@ import torch
 from .. import bench, env, models
 from ..bench import Ceilings
 from ..kernels.graphs import graph_launches, graph_speedup
+from ..kernels.launches import triton_launches
 from ..kernels.softmax import naive_softmax
 from ..roofline import RooflinePoint, attainable_tflops, ridge_intensity
 from .common import CheckResult, failed, not_done
@@ -136,7 +137,9 @@ def _fresh_shapes(cuda: bool, rng: random.Random) -> list[tuple[int, int]]:
 def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None, bench_rows: int = 16384,
                         bench_cols: int = 2048) -> CheckResult:
     """``fn(x)`` must equal ``torch.softmax(x, dim=-1)`` for fresh random 2-D fp32 inputs of several shapes and
-    large values, leave ``x`` unchanged, and, on a GPU, beat the unfused ops at ``bench_rows × bench_cols``."""
+    large values, leave ``x`` unchanged, launch a Triton kernel of its own (:func:`triton_launches`: PyTorch's
+    softmax or a compiled function launches none), and, on a GPU, beat the unfused ops at ``bench_rows ×
+    bench_cols``."""
     name = "03 · a fused softmax in Triton"
     ref = fused_softmax
     if fn is None:
@@ -144,11 +147,14 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     dev = torch.device(device)
     rng = random.Random(seed if seed is not None else random.randrange(2**31))
     g = torch.Generator().manual_seed(rng.randrange(2**31))
+    kernels: list[str] = []
     for i, (r, c) in enumerate(_fresh_shapes(dev.type == "cuda", rng)):
         x = torch.randn(r, c, generator=g).to(dev)
         before = x.clone()
         try:
-            got = fn(x)
+            with triton_launches() as launched:
+                got = fn(x)
+            kernels += [k for k in launched if k not in kernels]
         except NotImplementedError:
             return not_done(name, ref, "Write the kernel and run this cell again.")
         except Exception as e:
@@ -174,9 +180,15 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     if not torch.isfinite(got).all() or not torch.allclose(got.float(), torch.softmax(big, -1), atol=1e-6, rtol=1e-4):
         return failed(name, ref, "With large inputs (|x| up to ~800) it gives inf or NaN: exp overflows. Subtract each "
                                  "row's max before exp; the result is the same, and the largest term becomes exp(0) = 1.")
+    if not kernels:
+        return failed(name, ref, "It matches torch.softmax, but it launched no Triton kernel of its own: it calls "
+                                 "PyTorch (torch.softmax, or a compiled function), and the exercise is to write the "
+                                 "kernel. Launch yours from the function: softmax_kernel[(n_rows,)](out, x, ...).")
+    yours = ", ".join(k.rsplit(".", 1)[-1] for k in kernels)
     if dev.type != "cuda":
-        return CheckResult(name, "passed", "It matches torch.softmax on fresh inputs of three shapes and on large values "
-                                           "(run by Triton's interpreter on this CPU; its speed is measured on a GPU).", fn)
+        return CheckResult(name, "passed", f"It runs your Triton kernel ({yours}) and matches torch.softmax on fresh "
+                                           "inputs of three shapes and on large values (run by Triton's interpreter "
+                                           "on this CPU; its speed is measured on a GPU).", fn)
     x = torch.randn(bench_rows, bench_cols, device=dev)
     t_fn = bench.time_it(lambda: fn(x), warmup=3, repeats=20, device=dev).median_ms
     t_naive = bench.time_it(lambda: naive_softmax(x), warmup=3, repeats=20, device=dev).median_ms
@@ -185,7 +197,8 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
         return failed(name, ref, f"It is correct but takes {t_fn:.3f} ms against {t_naive:.3f} ms for the unfused ops "
                                  f"on {bench_rows}×{bench_cols}: read each row once and write it once, one program "
                                  "per row.")
-    return CheckResult(name, "passed", f"It matches torch.softmax on fresh inputs, and on {bench_rows}×{bench_cols} "
+    return CheckResult(name, "passed", f"It runs your Triton kernel ({yours}), matches torch.softmax on fresh inputs, "
+                                       f"and on {bench_rows}×{bench_cols} "
                                        f"fp32 runs {t_naive / t_fn:.1f}× faster than the unfused ops "
                                        f"({t_fn:.3f} ms, {gbs:,.0f} GB/s).", fn)
 

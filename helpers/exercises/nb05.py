@@ -136,7 +136,7 @@ def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResu
 
     Its ``value`` is the worker's path when it passed, else the reference worker's.
     """
-    name = "a worker that is correct under DDP"
+    name = "05 · a worker that is correct under DDP"
     path = Path(path)
     if not path.is_file():
         return not_done(name, solution_worker(), f"write the worker first: {path} does not exist yet (run the "
@@ -178,7 +178,7 @@ _WRONG: list[tuple[Callable[[float, float, float], float], str]] = [
 
 def check_predicted_efficiency(fn: Callable[[float, float, float], float]) -> CheckResult:
     """Test ``fn(compute_ms, allreduce_ms, hidden_fraction) -> %`` on fresh numbers; name a known mistake."""
-    name = "predict the efficiency of two GPUs"
+    name = "05 · predict the efficiency of two GPUs"
     rng = random.Random()
     cases = [(rng.uniform(1, 60), rng.uniform(0.2, 20), rng.uniform(0, 0.95)) for _ in range(6)] + [(10.0, 4.0, 0.0)]
     try:

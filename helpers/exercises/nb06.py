@@ -68,7 +68,7 @@ def cheats_solution(runs: dict[str, Verdict]) -> dict[str, str | None]:
 
 def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, Verdict]) -> CheckResult:
     """``answer`` maps each run to the rule it broke (one of the leaderboard's CHECKS) or None if it broke none."""
-    name = "06.1 spot the cheat"
+    name = "06.1 · spot the cheat"
     truth = cheats_solution(runs)
     if answer is None or answer is ...:
         return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness printed.")
@@ -117,7 +117,7 @@ def profile_solution(prof) -> tuple[str, float]:
 
 def check_read_the_profile(answer: tuple[str, float] | None, prof) -> CheckResult:
     """``answer``: (the kind of kernel that takes the most of the final run's time, its share in %)."""
-    name = "06.2 read the profile"
+    name = "06.2 · read the profile"
     shares = kind_shares(prof)
     truth = profile_solution(prof)
     if answer is None or answer is ...:

@@ -4,6 +4,7 @@
     many_vs_one(n=1000, numel=256)         # DataFrame: 1000 tiny adds vs one foreach call vs one big add
     count_launches(model, x)               # LaunchCount: tensor ops dispatched, GPU kernels (on a GPU)
     compiled_launches(torch.compile(model), x)   # the kernels Inductor generated, by name
+    with triton_launches() as names: fn(x)       # the @triton.jit kernels fn launched itself, by name
 
 Every tensor op PyTorch runs eagerly launches at least one kernel. Wrapping layers in
 ``nn.Sequential`` changes how the model is written, not what runs: the same ops, the
@@ -12,10 +13,11 @@ same launches. ``torch.compile`` generates new kernels that do several ops in on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -23,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .. import bench, env
 
 __all__ = ["elementwise_chain", "LaunchOverhead", "launch_overhead", "many_vs_one", "LaunchCount", "count_launches",
-           "counts_table", "compiled_launches", "parse_launches"]
+           "counts_table", "compiled_launches", "parse_launches", "triton_launches"]
 
 
 def elementwise_chain(x: torch.Tensor) -> torch.Tensor:
@@ -235,3 +237,41 @@ def _fused_ops(name: str) -> str:
     # Inductor names a kernel after the ops it fuses: triton_poi_fused_max_pool2d_with_indices_relu_1
     m = re.search(r"fused_(.*?)(?:_\d+)?$", name)
     return m.group(1).replace("_", " ") if m else name
+
+
+@contextlib.contextmanager
+def triton_launches() -> Iterator[list[str]]:
+    """Record the ``@triton.jit`` kernels launched inside the block (``kernel[grid](...)``, autotuned or not), as
+    ``module.name``; on a CPU through Triton's interpreter, on a GPU compiled.
+
+    Only kernels launched from Python code count: Inductor's generated kernels go through their own launchers,
+    and kernels defined inside ``torch`` are left out, so ``torch.softmax`` or a compiled function records
+    nothing. It tells "this function ran a Triton kernel of its author's" from "this function calls PyTorch".
+    """
+    from triton.runtime import jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:  # an older Triton: the interpreter's functions are JITFunctions too
+        pass
+    names: list[str] = []
+    originals = {cls: cls.__dict__["run"] for cls in classes if "run" in cls.__dict__}
+
+    def recording(original):
+        def run(self, *args, **kwargs):
+            fn = getattr(self, "fn", None)
+            module = getattr(fn, "__module__", "") or ""
+            if not kwargs.get("warmup") and not module.startswith("torch"):
+                names.append(f"{module}.{getattr(fn, '__name__', type(self).__name__)}")
+            return original(self, *args, **kwargs)
+        return run
+
+    for cls, original in originals.items():
+        cls.run = recording(original)
+    try:
+        yield names
+    finally:
+        for cls, original in originals.items():
+            cls.run = original
