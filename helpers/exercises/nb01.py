@@ -113,19 +113,20 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
                                  f"{ranked[0]!r} takes the largest share ({shares}).")
     compute = evidence.phase_ms.get("compute", 0.0)
     only, ceiling = evidence.speedup_if_only_compute(), evidence.speedup_at_ceiling()
-    off = _off(answer.speedup_if_only_compute_x, only, READING_SPREAD["speedup_if_only_compute_x"])
-    if off:
-        mixed = (" That is the compute ceiling's figure: this one keeps the compute as it is."
-                 if _off(answer.speedup_if_only_compute_x, ceiling, READING_SPREAD["speedup_at_ceiling_x"]) is None else "")
-        return failed(name, ref, f"speedup_if_only_compute_x = {answer.speedup_if_only_compute_x:g} is {off}: with "
-                                 f"everything but the compute hidden, a step takes its compute time, so step ÷ compute "
-                                 f"= {evidence.step_ms:.3g} ms ÷ {compute:.3g} ms.{mixed}")
-    off = _off(answer.speedup_at_ceiling_x, ceiling, READING_SPREAD["speedup_at_ceiling_x"])
-    if off:
-        mixed = (" That is the figure with only the compute left: the ceiling also makes the compute itself faster."
-                 if _off(answer.speedup_at_ceiling_x, only, READING_SPREAD["speedup_if_only_compute_x"]) is None else "")
-        return failed(name, ref, f"speedup_at_ceiling_x = {answer.speedup_at_ceiling_x:g} is {off}: the compute "
-                                 f"ceiling allows {evidence.ceiling_img_per_s:,.0f} img/s against the measured "
-                                 f"{evidence.img_per_s:,.0f}.{mixed}")
+    figures = {"speedup_if_only_compute_x": only, "speedup_at_ceiling_x": ceiling}
+    how = {"speedup_if_only_compute_x": f"with everything but the compute hidden, a step takes its compute time, so "
+                                        f"step ÷ compute = {evidence.step_ms:.3g} ms ÷ {compute:.3g} ms",
+           "speedup_at_ceiling_x": f"the compute ceiling allows {evidence.ceiling_img_per_s:,.0f} img/s against the "
+                                   f"measured {evidence.img_per_s:,.0f}"}
+    other = {"speedup_if_only_compute_x": " That is the compute ceiling's figure: this one keeps the compute as it is.",
+             "speedup_at_ceiling_x": " That is the figure with only the compute left: the ceiling also makes the "
+                                     "compute itself faster."}
+    for field, want in figures.items():
+        got = getattr(answer, field)
+        off = _off(got, want, READING_SPREAD[field])
+        if off:
+            (swapped,) = (k for k in figures if k != field)
+            mixed = other[field] if _off(got, figures[swapped], READING_SPREAD[swapped]) is None else ""
+            return failed(name, ref, f"{field} = {got:g} is {off}: {how[field]}.{mixed}")
     return CheckResult(name, "passed", f"Your reading agrees with the measurements: {only:.1f}× with only the compute "
                                        f"left, {ceiling:.0f}× at the compute ceiling.", answer)
