@@ -136,3 +136,24 @@ def test_a_port_in_use_is_refused_clearly_and_a_free_one_is_chosen():
 def test_launch_spec_rejects_nonsense():
     with pytest.raises(ValueError, match="node_rank"):
         L.LaunchSpec(nnodes=2, node_rank=2)
+
+
+def test_a_monitored_launch_shades_the_ranks_measured_steps_inside_it():
+    # the launch's phase holds process start-up; the ranks' timed blocks inside it are the steady state
+    from helpers.monitor import Monitor
+
+    settings = scaling.WorkerSettings(image_size=32, dtype="fp32", steps=2, repeats=3, warmup=1)
+    with Monitor(live=False, period_s=0.05) as mon:
+        stats = scaling.measure_variants(2, [Variant("batch 4", 4)], settings=settings, monitor=mon, phase="2 ranks",
+                                         on_line=None)
+    assert set(stats) == {"batch 4"}
+    phases = {p["name"]: p for p in mon.record.phases}
+    launch, measured = phases["2 ranks"], phases["2 ranks: batch 4 measured"]
+    assert launch["start_s"] < measured["start_s"] < measured["end_s"] <= launch["end_s"] + 0.05
+    assert mon.record.steady_phases() == ("2 ranks: batch 4 measured",)
+    assert mon.summary_text().startswith("steady state (measured steps): ")
+    assert scaling.measured_spans([{"mode": "train", "label": "a", "measured_wall_s": [2.0, 5.0]},
+                                   {"mode": "train", "label": "a", "measured_wall_s": [1.0, 4.0]},
+                                   {"mode": "allreduce"}]) == {"a": (1.0, 5.0)}
+    with pytest.raises(ValueError, match="ends"):
+        mon.add_phase("backwards", 2.0, 1.0)

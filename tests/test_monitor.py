@@ -5,6 +5,7 @@ import pytest
 
 from helpers import monitor, train
 from helpers.monitor import Monitor
+from helpers.monitor.record import MonitorRecord
 from helpers.monitor.telemetry import decode_clock_reasons
 
 GPM = {2: 90.0, 3: 40.0, 5: 70.0, 10: 30.0}
@@ -174,3 +175,20 @@ def test_bad_arguments_say_what_to_use():
 def test_clock_reason_names():
     assert decode_clock_reasons(0) == []
     assert decode_clock_reasons(0x4 | 0x40) == ["power cap (software)", "thermal (hardware)"]
+
+
+def test_the_summary_shows_the_measured_steps_beside_the_whole_window():
+    # 10 s of set-up at 5%, then 2 s of measured steps at 95%: the whole window's mean hides the steady state
+    samples = [{"t_s": t / 10, "gpu": 0, "util_pct": 5.0 if t < 100 else 95.0, "sm_active_pct": None}
+               for t in range(121)]
+    phases = [{"name": "run: set-up", "start_s": 0.0, "end_s": 10.0},
+              {"name": "run: measured", "start_s": 10.0, "end_s": 12.0}]
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples, phases=phases)
+    assert rec.steady_phases() == ("run: measured",)
+    text = rec.summary_text()
+    steady, whole = text.split("\n")
+    assert steady.startswith("steady state (measured steps): GPU utilisation (NVML) 95%")
+    assert whole.startswith("whole window, set-up included: GPU utilisation (NVML) 21%") and "over 12.0 s" in whole
+    assert rec.summary(phase=("run: set-up", "run: measured")).mean_util_pct == rec.summary().mean_util_pct
+    bare = MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples)
+    assert bare.summary_text().startswith("whole window: GPU utilisation (NVML) 21%")  # nothing to call steady

@@ -21,7 +21,7 @@ from .. import timebox
 from .launch import LaunchResult, LaunchSpec, launch
 from .protocol import Variant
 
-__all__ = ["RunStats", "WorkerSettings", "summarize", "variants_json", "run_worker", "measure_scaling", "measure_variants",
+__all__ = ["RunStats", "WorkerSettings", "summarize", "measured_spans", "variants_json", "run_worker", "measure_scaling", "measure_variants",
            "efficiency_pct", "comm_share_pct", "scaling_table", "scaling_figure", "variants_table",
            "variants_figure"]
 
@@ -61,6 +61,18 @@ class WorkerSettings:
                 "--repeats", str(self.repeats), "--warmup", str(self.warmup)]
 
 
+def measured_spans(results: Iterable[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """``{label: (start, end)}``: the wall-clock span in which the ranks timed each variant (earliest start, latest end)."""
+    spans: dict[str, tuple[float, float]] = {}
+    for r in results:
+        if r.get("mode") == "train" and r.get("measured_wall_s"):
+            a, b = r["measured_wall_s"]
+            label = r.get("label", "train")
+            old = spans.get(label)
+            spans[label] = (a, b) if old is None else (min(old[0], a), max(old[1], b))
+    return spans
+
+
 def summarize(results: Iterable[dict[str, Any]]) -> dict[str, RunStats]:
     """``{label: RunStats}`` from a launch's ``RESULT`` lines of mode ``train`` (the slowest rank of each)."""
     by_label: dict[str, list[dict]] = {}
@@ -93,8 +105,12 @@ def run_worker(nproc: int, mode: str, *, settings: WorkerSettings = WorkerSettin
     """
     spec = LaunchSpec(nproc_per_node=nproc, args=("--mode", mode, *settings.args(), *extra), timeout_s=settings.timeout_s)
     if monitor is not None:
-        with monitor.phase(phase or f"{nproc} rank{'s' * (nproc > 1)}: {mode}"):
+        name = phase or f"{nproc} rank{'s' * (nproc > 1)}: {mode}"
+        with monitor.phase(name):
             res = launch(spec, on_line=on_line)
+        # inside the launch (start-up, NCCL, cuDNN's first calls), the ranks' timed steps: its steady state
+        for label, (start, end) in measured_spans(res.results).items():
+            monitor.add_phase(f"{name}: {label} measured", start, end)
     else:
         res = launch(spec, on_line=on_line)
     if not res.ok:

@@ -192,8 +192,10 @@ def _more(win: timebox.Window, device: torch.device) -> bool:
     return bool(go.item())
 
 
-def _time(step, device: torch.device, *, steps: int, repeats: int, warmup: int) -> list[float]:
-    """Seconds per step, one figure per block of ``steps`` (synchronised at each block's ends, not each step).
+def _time(step, device: torch.device, *, steps: int, repeats: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Seconds per step, one figure per block of ``steps`` (synchronised at each block's ends, not each step), and
+    the wall-clock times (``time.time()``) the timed blocks began and ended: a monitor in the launching process
+    shades them as this launch's measured steps.
 
     The blocks stop at ``repeats`` or at the ``training_window`` time box, never below three (a median).
     """
@@ -203,16 +205,20 @@ def _time(step, device: torch.device, *, steps: int, repeats: int, warmup: int) 
     out = []
     win = timebox.window("training_window", planned=repeats, minimum=min(3, repeats), keep_minimum=True,
                          unit="timed blocks", say="once")
+    wall = [time.time(), time.time()]
     while _more(win, device):
         dist.barrier()  # every rank starts the block together
         _sync(device)
+        if not out:
+            wall[0] = time.time()
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
         _sync(device)
         out.append((time.perf_counter() - t0) / steps)
+        wall[1] = time.time()
         win.tick()
-    return sorted(out)
+    return sorted(out), wall
 
 
 def _profile(step, device: torch.device, rank: int, out_dir: Path) -> None:
@@ -236,14 +242,15 @@ def _train(args, rank: int, world: int, device: torch.device) -> None:
                          gradient_as_bucket_view=args.gradient_as_bucket_view, static_graph=args.static_graph)])
     for i, v in enumerate(variants):
         step, use_ddp = _make_step(v, args, rank, world, device)
-        times = _time(step, device, steps=args.steps, repeats=args.repeats, warmup=args.warmup)
+        times, wall = _time(step, device, steps=args.steps, repeats=args.repeats, warmup=args.warmup)
         med = times[len(times) // 2]
         images = v.batch * v.accumulate
         _log(rank, world, f"{v.label}: {med * 1e3:.2f} ms per step, {images / med:,.0f} img/s on this rank")
         report({"mode": "train", "rank": rank, "world_size": world, "device": str(device), **dataclasses.asdict(v),
                 "ddp": use_ddp, "images_per_step": images, "step_ms_median": med * 1e3, "step_ms_min": times[0] * 1e3,
                 "step_ms_max": times[-1] * 1e3, "img_per_s": images / med, "global_img_per_s": images * world / med,
-                "precision": _precision(args.dtype, device, rank), "timed_blocks": len(times)})
+                "precision": _precision(args.dtype, device, rank), "timed_blocks": len(times),
+                "measured_wall_s": wall})
         if i == 0 and args.profile_dir:
             _profile(step, device, rank, Path(args.profile_dir))
         del step

@@ -107,11 +107,31 @@ class MonitorRecord:
 
         return pd.DataFrame(self.samples), pd.DataFrame(self.steps), pd.DataFrame(self.phases)
 
-    def summary(self, *, phase: str | None = None, unsupported: tuple[str, ...] = ()) -> MonitorSummary:
-        """Means over the run (or over the named phase's time span)."""
+    def steady_phases(self) -> tuple[str, ...]:
+        """The phases in steady state: the measured steps of a training run (``"measured"``, ``"baseline: measured"``:
+        :meth:`helpers.train.Trainer.run` names them so), in the order they started."""
+        return tuple(dict.fromkeys(p["name"] for p in self.phases if str(p["name"]).endswith("measured")))
+
+    def summary_text(self, *, unsupported: tuple[str, ...] = ()) -> str:
+        """The summary a person reads: over the steady-state phases, when the record has some, labelled, beside the
+        whole window's utilisation (set-up, compilation and start-up included), labelled too."""
+        whole = self.summary(unsupported=unsupported)
+        steady = self.steady_phases()
+        if not steady:
+            return f"whole window: {whole}"
+        s = self.summary(phase=steady, unsupported=unsupported)
+        what = "GPU utilisation (NVML)" if whole.source == "nvml" else "CPU utilisation"
+        sm = "" if whole.mean_sm_active_pct is None else f", SM activity (GPM) {whole.mean_sm_active_pct:.0f}%"
+        util = "n/a" if whole.mean_util_pct is None else f"{whole.mean_util_pct:.0f}%"
+        return (f"steady state (measured steps): {s}\n"
+                f"whole window, set-up included: {what} {util}{sm} over {whole.duration_s:.1f} s")
+
+    def summary(self, *, phase: str | tuple[str, ...] | None = None, unsupported: tuple[str, ...] = ()) -> MonitorSummary:
+        """Means over the run (or over the time spans of the named phase, or phases)."""
         samples, steps = self.samples, self.steps
         if phase is not None:
-            spans = [(p["start_s"], p["end_s"] or math.inf) for p in self.phases if p["name"] == phase]
+            names = (phase,) if isinstance(phase, str) else tuple(phase)
+            spans = [(p["start_s"], p["end_s"] or math.inf) for p in self.phases if p["name"] in names]
             if not spans:
                 raise ValueError(f"no phase named {phase!r}; phases seen: {sorted({p['name'] for p in self.phases})}")
             inside = lambda t: any(a <= t <= b for a, b in spans)  # noqa: E731

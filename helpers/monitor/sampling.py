@@ -83,6 +83,7 @@ class Monitor:
         self._stop_evt = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.perf_counter()
+        self._t0_wall = time.time()  # the same moment on the wall clock: phases other processes report (add_phase)
         self._started = False
         self._readers, self.devices, self.source = self._make_readers(devices, backend, handles, pcie, gpm)
         self._allocator = allocator and self.source == "nvml" and backend is None
@@ -125,7 +126,7 @@ class Monitor:
             if self.running:
                 return self
             if not self._started:
-                self._t0 = time.perf_counter()
+                self._t0, self._t0_wall = time.perf_counter(), time.time()
                 self._started = True
             self._stop_evt.clear()
             self._sample()  # one sample now, so even a short block has data
@@ -247,6 +248,15 @@ class Monitor:
         """Adapter for ``train(..., on_step=mon.on_train_step)``."""
         self.step(images=rec.images, step_ms=rec.step_ms)
 
+    def add_phase(self, name: str, wall_start: float, wall_end: float) -> None:
+        """Mark a phase that another process timed, from its wall-clock times (``time.time()`` there): the measured
+        steps of a DDP launch's ranks, say, inside the launch's own phase."""
+        if wall_end < wall_start:
+            raise ValueError(f"phase {name!r} ends ({wall_end}) before it starts ({wall_start}).")
+        with self._lock:
+            self.record.phases.append({"name": str(name), "start_s": wall_start - self._t0_wall,
+                                       "end_s": wall_end - self._t0_wall})
+
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Mark a phase of the run (drawn as a shaded band): ``with mon.phase("data"): ...``."""
@@ -295,9 +305,13 @@ class Monitor:
             out += [f for f in getattr(r, "unsupported", []) if f not in out]
         return tuple(out)
 
-    def summary(self, *, phase: str | None = None) -> MonitorSummary:
-        """Means over the run (or over the named phase's time span)."""
+    def summary(self, *, phase: str | tuple[str, ...] | None = None) -> MonitorSummary:
+        """Means over the run (or over the named phase's, or phases', time spans)."""
         return self.snapshot().summary(phase=phase, unsupported=self.unsupported)
+
+    def summary_text(self) -> str:
+        """The steady state (measured steps) beside the whole window, each labelled (:meth:`MonitorRecord.summary_text`)."""
+        return self.snapshot().summary_text(unsupported=self.unsupported)
 
     # -- views and exports --------------------------------------------------------------------
     def _want_live(self) -> bool:

@@ -204,6 +204,8 @@ class LiveSource(Protocol):
 
     def summary(self) -> MonitorSummary: ...
 
+    def summary_text(self) -> str: ...
+
     def figure(self): ...
 
 
@@ -264,7 +266,7 @@ class LiveView:
         import plotly.io as pio
         from IPython.display import display
 
-        summary = str(self.monitor.summary())
+        summary = self.monitor.summary_text()
         # A raw mime bundle: plotly's own display hook would ignore the display id and add a new output.
         bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.monitor.figure())
         bundle["text/plain"] = f"<{self.monitor.title}: {summary}>"
