@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import re
 import sys
@@ -32,6 +33,10 @@ MULTI_GPU_REFERENCE = {"05_ddp": "nvidia-h200.json"}
 SMOKE = "smoke.json"
 #: Smoke runs on a CPU whose kernels use AVX2 at most (no AVX-512, no bf16 instructions) have their own file.
 SMOKE_AVX2 = "smoke-avx2.json"
+_spec = importlib.util.spec_from_file_location("readme_figures", Path(__file__).with_name("readme_figures.py"))
+_figures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_figures)
+
 _BEGIN = "<!-- run times: written by scripts/notebook_times.py from results/; do not edit by hand -->"
 _END = "<!-- /run times -->"
 
@@ -162,6 +167,8 @@ def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> 
     if check:
         return new == text
     readme.write_text(new)
+    if _figures.BEGIN in new:  # the figures table beside it, from the same results/
+        _figures.update_readme(readme)
     return True
 
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The README's table of measured figures: the figures that matter per notebook, one column per GPU measured at
+full scale (every ``results/<gpu>.json``: H100 and H200 side by side, and a learner's own GPU once their full-scale
+run has recorded its file), written from results/, never by hand.
+
+    python3 scripts/readme_figures.py            # rewrite the table between its markers in README.md
+    python3 scripts/readme_figures.py --check    # exit 1 if the table differs from results/
+
+Smoke runs write to ``results/local/`` or ``results/smoke*.json``: they never add a column. ``scripts/notebook_times.py``
+rewrites this table too whenever it records a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN = "<!-- figures: written by scripts/readme_figures.py from results/; do not edit by hand -->"
+END = "<!-- /figures -->"
+
+#: (notebook, figure in results/, what it is, how to print it): the figures each notebook asserts or teaches by.
+KEY_FIGURES: list[tuple[str, str, str, str]] = [
+    ("00_setup", "ceiling_bf16_tflops", "bf16 matmul ceiling, TFLOP/s", "{:,.0f}"),
+    ("00_setup", "ceiling_copy_gb_per_s", "copy ceiling, GB/s", "{:,.0f}"),
+    ("01_baseline", "baseline_img_per_s", "classic loop, img/s", "{:,.0f}"),
+    ("01_baseline", "baseline_nvml_util_pct", "classic loop, NVML utilisation %", "{:.0f}"),
+    ("01_baseline", "baseline_data_wait_share", "classic loop, share of time waiting for data", "{:.0%}"),
+    ("02_dataloader", "loader_tuned_share_of_ceiling", "tuned loader, share of the step-alone ceiling", "{:.0%}"),
+    ("02_dataloader", "gpu_pipeline_share_of_ceiling", "GPU pipeline, share of the step-alone ceiling", "{:.0%}"),
+    ("03_kernels", "cuda_graph_speedup", "CUDA graph over eager (small MLP), ×", "{:.1f}"),
+    ("03_kernels", "compile_speedup", "torch.compile over eager (reference step), ×", "{:.2f}"),
+    ("03_kernels", "triton_fused_speedup", "Triton softmax over the unfused ops, ×", "{:.1f}"),
+    ("03_kernels", "sdpa_speedup", "fused attention over attention written out, ×", "{:.1f}"),
+    ("04_memory", "amp_bf16_speedup", "bf16 over fp32 (TF32), step, ×", "{:.2f}"),
+    ("04_memory", "amp_bf16_mem_saving_pct", "bf16's memory saving %", "{:.0f}"),
+    ("04_memory", "checkpointing_mem_saving_pct", "checkpointing's memory saving (deep net) %", "{:.0f}"),
+    ("05_ddp", "ddp2_efficiency_pct_bs256", "two GPUs' efficiency at 256 per GPU %", "{:.0f}"),
+    ("05_ddp", "ddp2_efficiency_pct_bs32", "two GPUs' efficiency at 32 per GPU %", "{:.0f}"),
+    ("05_ddp", "ddp_comm_overlap_pct", "all-reduce hidden behind backward %", "{:.0f}"),
+    ("06_final_challenge", "final_mfu_pct", "reference solution, MFU %", "{:.1f}"),
+    ("06_final_challenge", "final_img_per_s", "reference solution, img/s", "{:,.0f}"),
+    ("06_final_challenge", "final_speedup", "over the same session's baseline, ×", "{:.1f}"),
+    ("06_final_challenge", "inference_p99_ms_bs1", "serving, p99 at batch 1, ms", "{:.3g}"),
+    ("06_final_challenge", "inference_img_per_s", "serving, best img/s", "{:,.0f}"),
+]
+
+
+def gpu_results(results_dir: Path) -> list[tuple[str, dict]]:
+    """``[(file name, content)]`` of every full-scale GPU results file in ``results_dir``, by device name."""
+    out = []
+    for path in sorted(results_dir.glob("*.json")):
+        if path.name.startswith(("smoke", "monitor_overhead")):
+            continue
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "figures" not in data or str(data.get("device", "cpu")).startswith("cpu"):
+            continue
+        out.append((path.name, data))
+    return sorted(out, key=lambda item: str(item[1].get("device")))
+
+
+def figures_block(results_dir: Path = ROOT / "results") -> str:
+    """The table between the markers: one row per key figure, one column per GPU results file."""
+    files = gpu_results(results_dir)
+    head = "| notebook | figure | " + " | ".join(f"{d.get('device', n)} ({d.get('date', '-')})" for n, d in files) + " |"
+    rule = "| --- | --- |" + " --- |" * len(files)
+    rows = []
+    for nb, key, label, fmt in KEY_FIGURES:
+        cells = []
+        for _name, data in files:
+            v = data["figures"].get(key)
+            cells.append("—" if v is None else fmt.format(v))
+        rows.append(f"| `{nb}` | {label} (`{key}`) | " + " | ".join(cells) + " |")
+    sources = ", ".join(f"`results/{n}`" for n, _ in files) or "none yet"
+    note = (f"From {sources}; each column is one GPU's latest full-scale run of each notebook (the date is the file's "
+            "latest). \"—\": not measured on that GPU (05's scaling needs two GPUs of one node).")
+    return "\n".join([BEGIN, head, rule, *rows, "", note, END])
+
+
+def update_readme(readme: Path = ROOT / "README.md", *, results_dir: Path = ROOT / "results",
+                  check: bool = False) -> bool:
+    """Rewrite the table between its markers; with ``check``, only say whether it is up to date."""
+    text = readme.read_text()
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{readme} has no figures table markers ({BEGIN} … {END}).")
+    new = pattern.sub(lambda _m: figures_block(results_dir), text)
+    if check:
+        return new == text
+    readme.write_text(new)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="only check that the table is up to date")
+    args = ap.parse_args(argv)
+    if args.check:
+        ok = update_readme(check=True)
+        print("README's figures table is up to date" if ok else
+              "README's figures table differs from results/: run python3 scripts/readme_figures.py")
+        return 0 if ok else 1
+    update_readme()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
