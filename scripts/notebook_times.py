@@ -144,12 +144,15 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
             others.append(f"`{nb}` on {gpus} × {data.get('device', name)}, {data.get('date', '-')} (`results/{name}`)")
     fb, sb = BUDGETS["full"], BUDGETS["smoke"]
     fresh = af.get("smoke_make_test_s_avx2")
+    course = full["figures"].get("full_course_run_s")
     where = (f"Full scale: one {full.get('device', 'H100')}, {full.get('date', '-')} (`results/{REFERENCE}`)"
              + (f"; ¹ needs several GPUs of one node: {'; '.join(others)}" if others else "") +
              f". Smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`); "
              f"AVX2 only: {avx2.get('device', 'a CPU limited to AVX2')}, {avx2.get('host_cpu', '-')}, "
              f"{avx2.get('date', '-')} (`results/{SMOKE_AVX2}`)"
              + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}" if fresh else "") + ". "
+             + (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`): "
+                f"{_secs(course)} on the {full.get('device', 'H100')}. " if course else "") +
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
              f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s and each cell ≤ "
              f"{sb.cell_s:.0f} s at smoke scale on any 2-core CPU.")
