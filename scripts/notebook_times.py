@@ -151,7 +151,7 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
              f"AVX2 only: {avx2.get('device', 'a CPU limited to AVX2')}, {avx2.get('host_cpu', '-')}, "
              f"{avx2.get('date', '-')} (`results/{SMOKE_AVX2}`)"
              + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}" if fresh else "") + ". "
-             + (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`): "
+             + (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`, its notebooks): "
                 f"{_secs(course)} on the {full.get('device', 'H100')}. " if course else "") +
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
              f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s and each cell ≤ "
