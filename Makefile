@@ -6,13 +6,14 @@
 #                    AVX2-only CPU) and README's run-time table
 #   make time-smoke-avx2   the same with PyTorch's and oneDNN's CPU kernels limited to AVX2, on any x86 machine
 #   make time-fresh-clone  `make test` in a fresh clone with AVX2 only, timed; recorded in results/smoke-avx2.json
+#   make export-html  the executed notebooks of the latest full-scale run (build/executed/) as static HTML in exports/
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-unit test-notebooks test-gpu time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
+.PHONY: lab test test-unit test-notebooks test-gpu export-html time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
 
 # The slower CPU many learners have: no AVX-512, so no bf16 instructions.
 AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -46,6 +47,11 @@ time-smoke-avx2: $(STAMP)
 
 time-fresh-clone: $(STAMP)
 	$(AVX2_ONLY) scripts/time_fresh_clone.sh
+
+export-html: $(STAMP)
+	scripts/ensure_browser.sh
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[export]"
+	$(PY) scripts/export_html.py
 
 wheelhouse:
 	scripts/wheelhouse.sh .whl

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Export the executed notebooks of the latest full-scale run as HTML an instructor can present without a GPU.
+
+    make export-html                                   # installs the export extra, then runs this
+    python3 scripts/export_html.py                     # build/executed/*.ipynb → exports/*.html
+    python3 scripts/export_html.py --from DIR --to DIR
+
+Each export opens offline in any browser: every plotly figure is drawn as a static SVG (Kaleido, with Chromium),
+live widgets are left out (their static figure follows them), nothing is fetched and no script runs. The first
+lines of each say where and when it ran: the GPU named in the notebook's own output and the date of that GPU's
+results file. ``tests/test_exports.py`` checks that every notebook has an export and that each names both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PLOTLY = "application/vnd.plotly.v1+json"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+_STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}.jp-InputPrompt,.jp-OutputPrompt{display:none}
+table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:right}
+.meta{background:#eef4fb;padding:.6em 1em;border-left:4px solid #1f77b4}img,svg{max-width:100%;height:auto}"""
+
+
+def ran_on(nb: dict) -> str | None:
+    """The GPU the notebook ran on, from its own printed environment report (``GPU     NVIDIA H100 … ×1, …``)."""
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) if out.get("output_type") == "stream" else ""
+            m = re.search(r"^GPU\s+(.+?) ×(\d+)", text, flags=re.M)
+            if m:
+                return f"{m.group(1)} ×{m.group(2)}"
+    return None
+
+
+def results_date(device: str, results_dir: Path) -> str | None:
+    """The date of that GPU's results file (``results/<gpu-slug>.json``), the run these exports come from."""
+    from helpers import env
+
+    path = results_dir / f"{env.gpu_slug(device.split(' ×')[0])}.json"
+    return json.loads(path.read_text()).get("date") if path.exists() else None
+
+
+def static_outputs(nb: dict) -> int:
+    """Replace every plotly figure by an SVG and drop live widgets; return how many figures were drawn."""
+    import plotly.io as pio
+
+    drawn = 0
+    for cell in nb["cells"]:
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if PLOTLY in data:
+                fig = pio.from_json(json.dumps(data[PLOTLY]))
+                svg = fig.to_image(format="svg").decode()
+                out["data"] = {"image/svg+xml": svg}
+                drawn += 1
+            elif WIDGET in data:
+                continue  # the live widget: its static figure is the next output
+            kept.append(out)
+        cell["outputs"] = kept
+    nb.get("metadata", {}).pop("widgets", None)
+    return drawn
+
+
+def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = json.loads(path.read_text())
+    device = ran_on(nb)
+    if device is None:
+        raise SystemExit(f"{path.name}: no environment report with a GPU in its outputs: export a full-scale run "
+                         "(scripts/gpu_test.py keeps them in build/executed/).")
+    date = results_date(device, results_dir) or "date unknown"
+    figures = static_outputs(nb)
+    body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.reads(json.dumps(nb), as_version=4))
+    body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already
+    meta = (f"<p class='meta'>Executed at full scale on <b>{html.escape(device)}</b>, {html.escape(date)}; exported "
+            f"with {figures} static figures by scripts/export_html.py. Every number here was measured in that run.</p>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(path.stem)} ({html.escape(device)}, "
+            f"{html.escape(date)})</title><style>{_STYLE}</style></head><body>{meta}{body}</body></html>")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dest = out_dir / f"{path.stem}.html"
+    dest.write_text(page, encoding="utf-8")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--from", dest="src", default=str(ROOT / "build" / "executed"), help="executed notebooks")
+    ap.add_argument("--to", dest="dst", default=str(ROOT / "exports"), help="where the HTML goes")
+    args = ap.parse_args(argv)
+    src = Path(args.src)
+    books = sorted(src.glob("[0-9][0-9]_*.ipynb"))
+    if not books:
+        print(f"no executed notebooks in {src}: run the course at full scale first (make test-gpu).", file=sys.stderr)
+        return 1
+    for nb in books:
+        dest = export(nb, Path(args.dst), ROOT / "results")
+        print(f"{nb.name} → {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
