@@ -160,19 +160,35 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
                       "its slowest cell |", "| --- | --- | --- | --- | --- | --- |", *rows, "", where, _END])
 
 
-def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False) -> bool:
-    """Rewrite the table between the markers; with ``check``, only say whether it is up to date."""
-    text = readme.read_text()
-    pattern = re.compile(re.escape(_BEGIN) + r".*?" + re.escape(_END), re.S)
+#: The presenter's guide shows the same table between markers of its own.
+GUIDE = ROOT / "PRESENTING.md"
+_GUIDE_BEGIN = "<!-- times: written by scripts/notebook_times.py from results/; do not edit by hand -->"
+_GUIDE_END = "<!-- /times -->"
+
+
+def _rewrite(path: Path, begin: str, end: str, block: str, check: bool) -> bool:
+    text = path.read_text()
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise ValueError(f"{readme} has no run-time table markers ({_BEGIN} … {_END}).")
-    new = pattern.sub(lambda _m: readme_block(), text)
+        raise ValueError(f"{path} has no run-time table markers ({begin} … {end}).")
+    new = pattern.sub(lambda _m: block, text)
     if check:
         return new == text
-    readme.write_text(new)
-    if _figures.BEGIN in new:  # the figures table beside it, from the same results/
-        _figures.update_readme(readme)
+    path.write_text(new)
     return True
+
+
+def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False, guide: Path | None = GUIDE) -> bool:
+    """Rewrite the run-time table between the markers of the README (and of the presenter's guide, and the README's
+    figures table); with ``check``, only say whether they are up to date."""
+    block = readme_block()
+    ok = _rewrite(readme, _BEGIN, _END, block, check)
+    if guide is not None and guide.exists():
+        inner = block.replace(_BEGIN, _GUIDE_BEGIN).replace(_END, _GUIDE_END)
+        ok = _rewrite(guide, _GUIDE_BEGIN, _GUIDE_END, inner, check) and ok
+    if not check and _figures.BEGIN in readme.read_text():  # the figures table beside it, from the same results/
+        _figures.update_readme(readme)
+    return ok
 
 
 def _smoke_header(file: str, capability: str) -> dict:
