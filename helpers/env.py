@@ -211,6 +211,16 @@ def autocast_dtype(dtype: "str | torch.dtype | None", device: "torch.device | st
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(resolve_dtype(name, device))
 
 
+def compile_backend(on: "torch.device | str | None" = None) -> str:  # noqa: F821
+    """``torch.compile``'s backend for the device ``on`` (this machine's by default): Inductor on a GPU; on a CPU
+    ``aot_eager``, which captures the same graphs (forward and backward, custom ops included) and runs them with
+    PyTorch's kernels, because Inductor's C++ build takes minutes on two cores and a CPU's speed is not the point."""
+    import torch
+
+    dev = torch.device(on) if on is not None else device()
+    return "inductor" if dev.type == "cuda" else "aot_eager"
+
+
 def today() -> str:
     """Today's date as YYYY-MM-DD (results are dated)."""
     return _dt.date.today().isoformat()

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from . import env
+from .svg import PALETTE
 
 __all__ = ["ServingVariant", "VARIANTS", "LatencyPoint", "ServingSweep", "serve_sweep", "percentile"]
 
@@ -163,7 +164,7 @@ class ServingSweep:
         fig = make_subplots(rows=1, cols=2, subplot_titles=("p99 latency per call (ms)", "throughput (img/s)"))
         for i, name in enumerate(dict.fromkeys(p.variant for p in self.points)):
             pts = self.of(name)
-            color = _COLORS[i % len(_COLORS)]
+            color = PALETTE[i % len(PALETTE)]
             xs = [p.batch for p in pts]
             fig.add_trace(go.Scatter(x=xs, y=[p.p99_ms for p in pts], name=name, legendgroup=name,
                                      line=dict(color=color)), row=1, col=1)
@@ -178,17 +179,12 @@ class ServingSweep:
         return fig
 
 
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-
-
 def _prepare(model: nn.Module, variant: ServingVariant, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     m = copy.deepcopy(model).to(device).eval()
     if variant.precision == "bf16":
         m = m.to(dtype=torch.bfloat16, memory_format=torch.channels_last)
     if variant.compiled:
-        # Inductor on a GPU; on a CPU its C++ build would take minutes, and the graph still runs PyTorch's kernels
-        backend = "inductor" if device.type == "cuda" else "aot_eager"
-        return torch.compile(m, backend=backend)
+        return torch.compile(m, backend=env.compile_backend(device))
     return m
 
 

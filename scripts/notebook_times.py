@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -166,26 +165,14 @@ _GUIDE_BEGIN = "<!-- times: written by scripts/notebook_times.py from results/; 
 _GUIDE_END = "<!-- /times -->"
 
 
-def _rewrite(path: Path, begin: str, end: str, block: str, check: bool) -> bool:
-    text = path.read_text()
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{path} has no run-time table markers ({begin} … {end}).")
-    new = pattern.sub(lambda _m: block, text)
-    if check:
-        return new == text
-    path.write_text(new)
-    return True
-
-
 def update_readme(readme: Path = ROOT / "README.md", *, check: bool = False, guide: Path | None = GUIDE) -> bool:
     """Rewrite the run-time table between the markers of the README (and of the presenter's guide, and the README's
     figures table); with ``check``, only say whether they are up to date."""
     block = readme_block()
-    ok = _rewrite(readme, _BEGIN, _END, block, check)
+    ok = _figures.rewrite_between(readme, _BEGIN, _END, block, check=check, what="run-time table")
     if guide is not None and guide.exists():
         inner = block.replace(_BEGIN, _GUIDE_BEGIN).replace(_END, _GUIDE_END)
-        ok = _rewrite(guide, _GUIDE_BEGIN, _GUIDE_END, inner, check) and ok
+        ok = _figures.rewrite_between(guide, _GUIDE_BEGIN, _GUIDE_END, inner, check=check, what="run-time table") and ok
     if not check and _figures.BEGIN in readme.read_text():  # the figures table beside it, from the same results/
         _figures.update_readme(readme)
     return ok

@@ -80,18 +80,24 @@ def figures_block(results_dir: Path = ROOT / "results") -> str:
     return "\n".join([BEGIN, head, rule, *rows, "", note, END])
 
 
+def rewrite_between(path: Path, begin: str, end: str, block: str, *, check: bool, what: str) -> bool:
+    """Replace the text from ``begin`` to ``end`` in ``path`` by ``block`` (which carries the markers); with
+    ``check``, only say whether it is already that. Raises ``ValueError`` naming ``what`` when the markers are missing."""
+    text = path.read_text()
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path} has no {what} markers ({begin} … {end}).")
+    new = pattern.sub(lambda _m: block, text)
+    if check:
+        return new == text
+    path.write_text(new)
+    return True
+
+
 def update_readme(readme: Path = ROOT / "README.md", *, results_dir: Path = ROOT / "results",
                   check: bool = False) -> bool:
     """Rewrite the table between its markers; with ``check``, only say whether it is up to date."""
-    text = readme.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"{readme} has no figures table markers ({BEGIN} … {END}).")
-    new = pattern.sub(lambda _m: figures_block(results_dir), text)
-    if check:
-        return new == text
-    readme.write_text(new)
-    return True
+    return rewrite_between(readme, BEGIN, END, figures_block(results_dir), check=check, what="figures table")
 
 
 def main(argv: list[str] | None = None) -> int:

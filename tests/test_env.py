@@ -65,3 +65,8 @@ def test_notices_are_said_once_until_forgotten(capsys):
     notices.forget("demo:")
     assert notices.say_once("demo:a", "hello") is True
     assert capsys.readouterr().out == "hello\nhello\n"
+
+
+def test_compile_backend_is_inductor_on_a_gpu_and_aot_eager_on_a_cpu():
+    assert env.compile_backend("cuda") == "inductor" and env.compile_backend("cpu") == "aot_eager"
+    assert env.compile_backend() == ("inductor" if env.has_cuda() else "aot_eager")

@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "scripts" / "readme_figures.py")
 rf = sys.modules.setdefault("readme_figures", importlib.util.module_from_spec(_spec))
@@ -39,9 +41,5 @@ def test_each_gpu_gets_a_column_and_smoke_runs_none(tmp_path):
 def test_a_readme_without_the_markers_is_refused(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# no table here\n")
-    try:
+    with pytest.raises(ValueError, match="no figures table markers"):
         rf.update_readme(readme, results_dir=tmp_path)
-    except ValueError as e:
-        assert "no figures table markers" in str(e)
-    else:
-        raise AssertionError("a README without markers was accepted")

@@ -32,13 +32,6 @@ FINAL_BATCH = {"full": 512, "smoke": 32}
 FINAL_LR = 0.02
 
 
-def _backend() -> str:
-    # Inductor compiles C++ for a CPU: minutes on two cores for each rung. There the rungs capture the same graphs
-    # (forward and backward, custom kernels included) and run them with PyTorch's kernels: the capture is checked,
-    # the speed is not a CPU's to show anyway.
-    return "inductor" if env.has_cuda() else "aot_eager"
-
-
 def _fused(model: nn.Module) -> nn.Module:
     from ..kernels.relu_pool_triton import fuse_relu_pool  # imports Triton: only when a rung uses it
 
@@ -72,7 +65,7 @@ def ladder(scale: env.Scale | None = None) -> list[Rung]:
         ("+ channels_last", "NHWC activations and weights, cuDNN's autotuner",
          lambda c: dataclasses.replace(c, channels_last=True, cudnn_benchmark=True), None, False),
         ("+ compile", "torch.compile (Inductor's fused kernels)",
-         lambda c: dataclasses.replace(c, compile=True, compile_backend=_backend()), None, False),
+         lambda c: dataclasses.replace(c, compile=True, compile_backend=env.compile_backend()), None, False),
         ("+ CUDA graphs", "compile mode reduce-overhead: each step replayed as one graph",
          lambda c: dataclasses.replace(c, compile_mode="reduce-overhead"), None, True),
         ("+ batch size", f"batch {FINAL_BATCH[scale]} with the learning rate doubled to {FINAL_LR}",
