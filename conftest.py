@@ -1,9 +1,10 @@
-"""pytest hooks for the notebook runs (nbval): every cell's wall time, and the executed notebooks.
+"""pytest hooks for the notebook runs (nbval): every cell's wall time, the executed notebooks, readable tables.
 
 Every nbval run ends with a table of each notebook's run time and its slowest cells, so an instructor
 (and CI's log) sees where the time goes. With ``HELPERS_EXECUTED_DIR`` set (the GPU run sets it), each
 notebook is saved there with the outputs nbval collected, and ``timings.json`` records each notebook's
 wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in git stay output-free.
+A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it.
 """
 
 from __future__ import annotations
@@ -30,10 +31,30 @@ def first_line(source: str) -> str:
     return ""
 
 
+def unreadable_tables(outputs) -> list[str]:
+    """What makes a table a cell displayed hard to read (``helpers.tables.unreadable_cells``), per table."""
+    from helpers.tables import unreadable_cells
+
+    problems = []
+    for out in outputs or []:
+        html = out.get("data", {}).get("text/html", "")
+        html = "".join(html) if isinstance(html, list) else html
+        if "<table" in html:
+            problems += unreadable_cells(html)
+    return list(dict.fromkeys(problems))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     start = time.perf_counter()
     outcome = yield
+    if hasattr(item, "cell") and hasattr(item.parent, "nb") and outcome.excinfo is None:
+        # Every table a notebook shows must read at a glance: a raw float or a bare "None" fails the cell.
+        problems = unreadable_tables(getattr(item, "test_outputs", None))
+        if problems:
+            outcome.force_exception(AssertionError(
+                "this cell shows a table that is hard to read: " + "; ".join(problems)
+                + ". Show it with helpers.tables.readable(df), and say in df.attrs['missing'] why a value is missing."))
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()
         key = str(item.parent.path)

@@ -7,7 +7,7 @@
 Layers, bottom to top; a module imports only from layers below its own, and never in a circle
 (tests/test_import_layers.py holds the table and fails on an import that points up or round):
 
-    notices                                          say a thing once
+    notices · svg · tables                           say a thing once; draw a chart; a table to read
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time
@@ -53,7 +53,7 @@ if not _torch.cuda.is_available():
 
     _logging.getLogger("torch.utils.cpp_extension").setLevel(_logging.ERROR)
 
-from . import notices  # noqa: E402
+from . import notices, tables  # noqa: E402
 from . import data, models, nvml  # noqa: E402
 from . import env  # noqa: E402
 from . import timebox  # noqa: E402
@@ -67,5 +67,5 @@ from . import monitor  # noqa: E402
 from . import exercises, widgets  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["notices", "nvml", "models", "data", "env", "timebox", "bench", "augment", "preflight", "results", "loaders",
+__all__ = ["notices", "tables", "nvml", "models", "data", "env", "timebox", "bench", "augment", "preflight", "results", "loaders",
            "profiling", "ddp", "train", "ncu", "ncu_target", "roofline", "kernels", "memory", "monitor", "widgets", "exercises"]

@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from . import env
+from . import env, tables
 from .svg import PALETTE
 
 __all__ = ["ServingVariant", "VARIANTS", "LatencyPoint", "ServingSweep", "serve_sweep", "percentile"]
@@ -118,13 +118,13 @@ class ServingSweep:
 
         return pd.DataFrame([{**dataclasses.asdict(p), "img_per_s": p.img_per_s} for p in self.points])
 
-    def readable(self) -> "pandas.DataFrame":  # noqa: F821
+    def readable(self) -> tables.Table:
         """The table as a person reads it: ms to three significant figures, img/s as whole numbers."""
         import pandas as pd
 
-        return pd.DataFrame([{"variant": p.variant, "batch": p.batch, "p50 ms": f"{p.p50_ms:.3g}",
-                              "p99 ms": f"{p.p99_ms:.3g}", "img/s": f"{p.img_per_s:,.0f}",
-                              "error vs fp32 %": f"{100 * p.max_rel_err:.2g}"} for p in self.points])
+        df = pd.DataFrame([{"variant": p.variant, "batch": p.batch, "p50 ms": p.p50_ms, "p99 ms": p.p99_ms,
+                            "img/s": p.img_per_s, "error vs fp32 %": 100 * p.max_rel_err} for p in self.points])
+        return tables.readable(df, digits=3)
 
     @property
     def wrong(self) -> list[LatencyPoint]:

@@ -189,18 +189,29 @@ def entries(*, path: Path | str | None = None, device: str | None = None) -> "pa
     return df.reset_index(drop=True)
 
 
+#: Why an entry has no value for an optional figure (``tables.readable`` shows it under the table).
+WHY_MISSING = {"peak_mem_gb": "no GPU allocator on a CPU", "nvml_util_pct": "no NVIDIA driver on a CPU",
+               "gpm_sm_pct": "no GPM on this GPU (it needs Hopper or newer) or no NVIDIA driver",
+               "speedup_bound": "the entry was ranked without it", "baseline_img_per_s": "the entry was ranked without it"}
+
+
+def _board(df) -> "pandas.DataFrame":  # noqa: F821
+    out = df[["rank", "name", "date", *REQUIRED, *OPTIONAL, "torch"]].set_index("rank")
+    out.attrs["missing"] = dict(WHY_MISSING)
+    return out
+
+
 def table(device: str | None = None, *, path: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
-    """One device's leaderboard (this machine's by default), to read: rank, name, date and the figures."""
+    """One device's leaderboard (this machine's by default): rank, name, date and the figures, full precision
+    (``tables.readable(df)`` shows it to read)."""
     device = device or results.device_header()["device"]
-    df = entries(path=path, device=device)
-    return df[["rank", "name", "date", *REQUIRED, *OPTIONAL, "torch"]].set_index("rank")
+    return _board(entries(path=path, device=device))
 
 
 def tables(*, path: Path | str | None = None) -> dict[str, "pandas.DataFrame"]:  # noqa: F821
     """``{device: its leaderboard}`` for every device in the file."""
     df = entries(path=path)
-    return {d: g[["rank", "name", "date", *REQUIRED, *OPTIONAL, "torch"]].set_index("rank")
-            for d, g in df.groupby("device", sort=True)}
+    return {d: _board(g) for d, g in df.groupby("device", sort=True)}
 
 
 # -- concurrent writers ---------------------------------------------------------------------------------

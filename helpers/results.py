@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "add_comparison_row",
     "comparison_table",
     "figures_table",
+    "figure_unit",
 ]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -140,26 +142,93 @@ def record(figures: dict[str, float], *, path: Path | str | None = None,
     return _update(lambda d: d["figures"].update({k: float(v) for k, v in figures.items()}), path, header)
 
 
-def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None) -> Path:
-    """Add (or replace) one variant's row in the course's comparison table."""
-    return _update(lambda d: d["comparison"].update({name: dict(row)}), path)
+def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None,
+                       measured_as: str | None = None) -> Path:
+    """Add (or replace) one variant's row in the course's comparison table.
+
+    ``measured_as``: how this row was measured when it is not a training run with its loader (it says, under
+    the table, why the row's other columns are empty): ``"the training step alone, on data already on the GPU"``.
+    """
+    row = dict(row) | ({"measured_as": measured_as} if measured_as else {})
+    return _update(lambda d: d["comparison"].update({name: row}), path)
+
+
+#: Why a comparison column is empty for a training run on a CPU.
+_EMPTY_ON_CPU = {"peak_allocated_gib": "no GPU allocator on a CPU", "util_pct": "no NVIDIA driver on a CPU"}
 
 
 def comparison_table(path: Path | str | None = None, *, baseline: str = "baseline") -> "pandas.DataFrame":  # noqa: F821
-    """The comparison rows as a DataFrame, with ``speedup_x`` against ``baseline`` when it is there."""
+    """The comparison rows as a DataFrame, with ``speedup_x`` against ``baseline`` when it is there.
+
+    Full precision; ``tables.readable(df)`` shows it to read, with a note under the table for each empty
+    column saying which rows lack it and why.
+    """
     import pandas as pd
 
-    rows = load(path)["comparison"]
+    data = load(path)
+    rows = data["comparison"]
     df = pd.DataFrame.from_dict(rows, orient="index")
     if not df.empty and baseline in rows and "img_per_s" in df:
         df["speedup_x"] = df["img_per_s"] / rows[baseline]["img_per_s"]
     df.index.name = "variant"
+    how = df.pop("measured_as") if "measured_as" in df else pd.Series(None, index=df.index, dtype=object)
+    on_cpu = data.get("device") == "cpu"
+    missing = {}
+    for col in df.columns:
+        lacking = df.index[df[col].isna()]
+        reasons = {}
+        for name in lacking:
+            why = how.get(name) if isinstance(how.get(name), str) else None
+            why = (f"measured as {why}" if why else
+                   _EMPTY_ON_CPU.get(col) if on_cpu else None) or "not recorded by the notebook that measured it"
+            reasons.setdefault(why, []).append(name)
+        if reasons:
+            missing[col] = "; ".join(f"{', '.join(names)}: {why}" for why, names in reasons.items())
+    df.attrs["missing"] = missing
     return df
 
 
+#: (pattern in a figure's name, unit, how it reads): the first match wins (see :func:`figure_unit`).
+_FIGURE_UNITS: list[tuple[str, str, str]] = [
+    (r"img_per_s", "img/s", "whole"),
+    (r"gb_per_s|gb_s$", "GB/s", "sig"),
+    (r"tflops", "TFLOP/s", "sig"),
+    (r"gflop_per_image", "GFLOP/image", "sig"),
+    (r"ms_per_image", "ms/image", "sig"),
+    (r"_pts$", "points", "sig"),
+    (r"(^|_)pct(_|$)", "%", "percent"),
+    (r"(^|_)(share|frac)(_|$)|accuracy$|(^|_)mfu$", "%", "fraction"),
+    (r"speedup|(^|_)x(_|$)", "×", "sig"),
+    (r"(^|_)ms(_|$)", "ms", "sig"),
+    (r"(^|_)us(_|$)", "µs", "sig"),
+    (r"(^|_)s(_|$)", "s", "sig"),
+    (r"gib", "GiB", "sig"),
+    (r"gpus|max_batch|workers|per_step|backoffs|lost|compared", "", "whole"),
+]
+
+
+def figure_unit(name: str) -> tuple[str, str]:
+    """The unit a figure's name gives it, and how it reads (a kind of ``tables.KINDS``).
+
+    >>> figure_unit("baseline_img_per_s"), figure_unit("baseline_data_wait_share"), figure_unit("sdpa_speedup")
+    (('img/s', 'whole'), ('%', 'fraction'), ('×', 'sig'))
+    """
+    for pattern, unit, kind in _FIGURE_UNITS:
+        if re.search(pattern, name):
+            return unit, kind
+    return "", "sig"
+
+
 def figures_table(path: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
-    """The figures of one results file as a two-column DataFrame."""
+    """The figures of one results file: figure, value (full precision) and the unit its name gives it.
+
+    ``tables.readable(df)`` shows each value as its unit reads (img/s whole, shares in %).
+    """
     import pandas as pd
 
     data = load(path)
-    return pd.DataFrame(sorted(data["figures"].items()), columns=["figure", "value"])
+    df = pd.DataFrame([(k, v, figure_unit(k)[0]) for k, v in sorted(data["figures"].items())],
+                      columns=["figure", "value", "unit"])
+    df.attrs["formats"] = {"value": lambda row: figure_unit(row["figure"])[1]}
+    df.attrs["missing"] = {"value": "not measured on this machine (the notebook that records it said why when it ran)"}
+    return df

@@ -24,7 +24,7 @@ def test_efficiency_and_the_scaling_table():
     assert scaling.efficiency_pct(runs[1]["batch 256"], runs[2]["batch 256"]) == pytest.approx(100 * 30 / 31)
     table = scaling.scaling_table(runs)
     assert table.loc[(32, 2), "efficiency %"] == pytest.approx(100 * 4 / 6)
-    assert table.loc[(32, 2), "speed-up"] == pytest.approx(2 * 4 / 6)
+    assert table.loc[(32, 2), "speed-up ×"] == pytest.approx(2 * 4 / 6)
     assert table.loc[(256, 1), "efficiency %"] == pytest.approx(100)
     assert table.loc[(256, 2), "img/s"] == pytest.approx(2 * 256 / 0.031)
     fig = scaling.scaling_figure(table)

@@ -17,3 +17,13 @@ def test_every_notebook_has_an_export_that_names_its_device_and_date():
         assert meta, f"{stem}.html does not say which GPU it ran on and when"
         assert "<script" not in page, f"{stem}.html runs a script: the exports are static"
         assert "application/vnd.plotly" not in page and "widget-view" not in page  # every figure drawn, no widget
+
+
+def test_every_table_an_instructor_presents_reads_at_a_glance():
+    from helpers.tables import unreadable_cells
+
+    for page in sorted((ROOT / "exports").glob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        # each table with the notes under it (why a cell shows "—")
+        for table in re.findall(r"<table.*?</table>(?:\s*<p class=\"table-note\".*?</p>)*", text, flags=re.S):
+            assert unreadable_cells(table) == [], f"{page.name}: {unreadable_cells(table)}"

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
-    ("notices", "svg"),
+    ("notices", "svg", "tables"),
     ("nvml", "models", "data", "ddp.protocol"),
     ("env",),
     ("timebox",),

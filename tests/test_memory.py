@@ -24,7 +24,7 @@ def test_anatomy_counts_weights_gradients_and_optimizer_state():
     assert sgd.optimizer_state == weights and adam.optimizer_state == 2 * weights  # momentum; Adam's two moments
     assert sgd.activations > 0 and sgd.peak is None  # no allocator peak on a CPU: not made up
     table = anatomy.anatomy_table([sgd, adam])
-    assert list(table.index) == [sgd.label, adam.label] and "activations kept for backward" in table.columns
+    assert list(table.index) == [sgd.label, adam.label] and "activations kept for backward GiB" in table.columns
     with pytest.raises(ValueError, match="sgd, adam"):
         anatomy.make_optimizer("lion", models.small_mlp().parameters())
 

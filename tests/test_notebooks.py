@@ -74,6 +74,36 @@ def test_gpu_run_keeps_executed_notebooks_and_timings(tmp_path):
     assert "notebook run times" in proc.stdout  # every notebook run ends with its times
 
 
+def test_a_cell_that_shows_a_table_of_raw_floats_fails(tmp_path):
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    make = "import pandas as pd\ndf = pd.DataFrame({'img_per_s': [7362.606991], 'peak_gib': [None]})\n"
+    nb = new_notebook(cells=[
+        new_code_cell(make + "from helpers.tables import readable\n"
+                      "readable(df, missing={'peak_gib': 'no GPU allocator on a CPU'})"),
+        new_code_cell("df"),
+    ])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    (ROOT / "build").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=ROOT / "build"))  # inside the repository: its conftest.py is under test
+    src = work / "tables.ipynb"
+    nbformat.write(nb, src)
+    keep = tmp_path / "executed"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env", str(src)],
+            cwd=ROOT, env=dict(os.environ, HELPERS_EXECUTED_DIR=str(keep)), capture_output=True, text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(work)
+    assert proc.returncode != 0
+    assert "hard to read" in proc.stdout and "7362.606991" in proc.stdout and "readable(df)" in proc.stdout
+    cells = json.loads((keep / "timings.json").read_text())["notebooks"]["tables"]["cells"]
+    assert [c["passed"] for c in cells] == [True, False]  # the readable table passes, the raw one fails
+
+
 def test_ci_runs_exactly_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make lab" in readme

@@ -43,7 +43,7 @@ def test_comparison_table_adds_speedups():
     df = results.comparison_table(path)
     assert list(df.index) == ["baseline", "loader"]
     assert df.loc["loader", "speedup_x"] == pytest.approx(5.0)
-    assert list(results.figures_table(path).columns) == ["figure", "value"]
+    assert list(results.figures_table(path).columns) == ["figure", "value", "unit"]
 
 
 def test_missing_file_loads_empty(tmp_path):

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import bench, env, leaderboard, profiling
+from .. import bench, env, leaderboard, profiling, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory
@@ -231,14 +231,14 @@ def verdicts_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
     return pd.DataFrame([v.row() for v in verdicts]).set_index("run")
 
 
-def readable_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
+def readable_table(verdicts: list[Verdict]) -> tables.Table:
     """The comparison as a person reads it: img/s as whole numbers, shares in %, units in the column names, "—"
     where this machine cannot measure a figure (the note under the table says why). Full precision stays in
-    :func:`verdicts_table`."""
+    :func:`verdicts_table` (and in the table's ``data``)."""
     import pandas as pd
 
     def num(v, fmt):
-        return "—" if v is None else format(v, fmt)
+        return tables.MISSING if v is None else format(v, fmt)
 
     rows = []
     for v in verdicts:
@@ -251,12 +251,14 @@ def readable_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
             "peak memory GB": num(v.peak_mem_gb, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
             "GPM SM %": num(v.gpm_sm_pct, ".0f"),
-            "step ms": num(v.step_ms, ".3g"),
+            "step ms": tables.sig(v.step_ms),
             "batch": v.config.batch_size,
             "rules": "passed" if not v.refused else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items()
                                                                              if not ok),
         })
-    return pd.DataFrame(rows).set_index("run")
+    notes = table_notes(verdicts)
+    return tables.Table(data=verdicts_table(verdicts), shown=pd.DataFrame(rows).set_index("run"),
+                        notes=(notes,) if notes else ())
 
 
 def table_notes(verdicts: list[Verdict]) -> str:

@@ -19,11 +19,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import env, results, svg
+from .. import env, results, svg, tables
 from ..inference import ServingSweep
 from ..monitor import MonitorRecord
 from ..roofline import attainable_tflops, ridge_intensity
-from .harness import Session, Verdict, readable_table, table_notes
+from .harness import Session, Verdict, readable_table
 from .step_roofline import StepKernels
 
 __all__ = ["Reflection", "reflection", "write_report", "report_path"]
@@ -134,10 +134,13 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
             f"could gain on this machine.</p>")
 
 
-def _table(df) -> str:
+def _table(t: tables.Table) -> str:
+    """A readable table, and its notes (why a cell shows "—") under it."""
+    df = t.shown
     if df.index.name is not None:
         df = df.reset_index()
-    return df.to_html(border=0, classes="t", escape=True, index=False)
+    return (df.to_html(border=0, classes="t", escape=True, index=False)
+            + "".join(f"<p class='note'>{_h(n)}</p>" for n in t.notes))
 
 
 def _short(v: float) -> str:
@@ -174,7 +177,6 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"(copy).</p>",
              "<h2>The baseline</h2>", _baseline_analysis(base, session),
              "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
-             f"<p class='note'>{_h(table_notes(verdicts))}</p>",
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
                            title="MFU of each run (% of the measured matmul ceiling)", unit="%"),
              "<h2>Before and after</h2>"]

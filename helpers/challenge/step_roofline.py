@@ -28,7 +28,7 @@ import dataclasses
 
 from torch import nn
 
-from .. import profiling
+from .. import profiling, tables
 from ..bench import Ceilings
 from ..roofline import RooflinePoint, attainable_tflops
 
@@ -107,13 +107,9 @@ class StepKernels:
                          "% of roof": 100 * p.achieved_tflops / roof})
         return pd.DataFrame(rows)
 
-    def readable(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
-        t = self.table(ceil)
-        fmt = {"ms per step": "{:.3g}", "share of step %": "{:.1f}", "FLOP/byte": "{:.3g}",
-               "achieved TFLOP/s": "{:.3g}", "roof TFLOP/s": "{:.3g}", "GB/s moved": "{:.3g}", "% of roof": "{:.0f}"}
-        for col, f in fmt.items():
-            t[col] = [f.format(v) for v in t[col]]
-        return t.set_index("kernels")
+    def readable(self, ceil: Ceilings) -> tables.Table:
+        """:meth:`table` as a person reads it: three significant figures, shares in %."""
+        return tables.readable(self.table(ceil).set_index("kernels"))
 
 
 def step_roofline(prof: profiling.ProfileResult, model: nn.Module, *, image_size: int, batch: int,

@@ -165,7 +165,7 @@ def scaling_table(runs: dict[int, dict[str, RunStats]]):
             s = stats[label]
             rows.append({"batch per GPU": s.batch_per_rank, "GPUs": n, "step ms": s.step_ms,
                          "step ms (min–max)": f"{s.step_ms_min:.1f}–{s.step_ms_max:.1f}",
-                         "img/s": s.global_img_per_s, "speed-up": s.global_img_per_s / one.global_img_per_s,
+                         "img/s": s.global_img_per_s, "speed-up ×": s.global_img_per_s / one.global_img_per_s,
                          "efficiency %": efficiency_pct(one, s)})
     return pd.DataFrame(rows).set_index(["batch per GPU", "GPUs"])
 

@@ -20,7 +20,7 @@ import html
 import math
 from typing import Any, Literal
 
-from .. import env, timebox
+from .. import env, results, timebox
 
 __all__ = ["Status", "CheckResult", "not_done", "failed", "Target", "check_targets"]
 
@@ -100,12 +100,17 @@ def check_targets(figures: dict[str, float], targets: list[Target], *, scale: st
         value = float(figures[t.figure])
         met = math.isfinite(value) and value >= t.at_least
         unmeasured = timebox.why_not_measured(t.figure) if math.isnan(value) else None
-        rows.append({"figure": t.figure, "measured": value, "at least": t.at_least,
-                     "most on this node": t.bound, "met": met,
+        rows.append({"figure": t.figure, "unit": results.figure_unit(t.figure)[0], "measured": value,
+                     "at least": t.at_least, "most on this node": t.bound, "met": met,
                      "asserted": t.required and scale == "full" and unmeasured is None,
                      "why": t.why if unmeasured is None else f"not measured here: {unmeasured}"})
         if t.required and not met and unmeasured is None:
             missed.append(f"{t.figure} = {value:.3g}, wanted ≥ {t.at_least:g} ({t.why})")
     if missed and scale == "full":
         raise AssertionError("full-scale target missed: " + "; ".join(missed))
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    as_named = lambda row: results.figure_unit(row["figure"])[1]  # noqa: E731  each figure as its name reads
+    df.attrs["formats"] = {"measured": as_named, "at least": as_named, "most on this node": as_named}
+    df.attrs["missing"] = {"measured": "not measured here (why says what stopped it)",
+                           "most on this node": "only a figure this machine bounds (its CPU, say) has a most"}
+    return df

@@ -127,6 +127,11 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
     mem = "peak GiB" if dev.type == "cuda" else "saved MiB"
     df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])
+    oom = "out of memory at this length"
+    df.attrs["missing"] = {**{f"{n} {c}": oom for n in ("naive", "SDPA") for c in ("ms", "saved MiB")},
+                           **{f"{n} peak GiB": "no GPU allocator on a CPU" if dev.type != "cuda" else oom
+                              for n in ("naive", "SDPA")},
+                           "SDPA speed-up": oom, "memory saved %": oom}
     return df
 
 

@@ -134,4 +134,6 @@ def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F82
 
     df = pd.DataFrame([t.as_row() for t in timings])
     df["× vs " + timings[0].label] = timings[0].step.median_ms / df["step ms"]
+    df.attrs["spread"] = "spread %"  # each row's step figures to the precision its spread supports
+    df.attrs["spread_of"] = ["step ms", "per s", "× vs " + timings[0].label]
     return df

@@ -189,7 +189,10 @@ def counts_table(counts: list[LaunchCount]) -> "pandas.DataFrame":  # noqa: F821
     """One row per variant: tensor ops dispatched, GPU kernels (blank where not counted)."""
     import pandas as pd
 
-    return pd.DataFrame([c.as_row() for c in counts]).astype({"tensor ops": "Int64", "GPU kernels": "Int64"})
+    df = pd.DataFrame([c.as_row() for c in counts]).astype({"tensor ops": "Int64", "GPU kernels": "Int64"})
+    df.attrs["missing"] = {"tensor ops": "a compiled function runs its generated code, not one tensor op at a time",
+                           "GPU kernels": "no GPU here, so no kernels to count"}
+    return df
 
 
 _GENERATED = re.compile(r"^\s*(?:\w+\s*=\s*)?((?:triton|cpp)_\w+?)(?:\.run)?\(", re.M)

@@ -50,11 +50,13 @@ class Anatomy:
 
     def as_row(self) -> dict:
         gib = lambda b: None if b is None else b / GIB  # noqa: E731
-        return {"variant": self.label, "weights": gib(self.params), "gradients": gib(self.grads),
-                "optimizer state": gib(self.optimizer_state), "activations kept for backward": gib(self.activations),
-                "peak in forward": gib(self.peak_forward), "peak in backward": gib(self.peak_backward),
-                "peak in optimizer step": gib(self.peak_optimizer), "allocated after": gib(self.allocated_after),
-                "reserved after": gib(self.reserved_after), "GPU used (NVML) after": gib(self.nvml_used_after)}
+        return {"variant": self.label, "weights GiB": gib(self.params), "gradients GiB": gib(self.grads),
+                "optimizer state GiB": gib(self.optimizer_state),
+                "activations kept for backward GiB": gib(self.activations),
+                "peak in forward GiB": gib(self.peak_forward), "peak in backward GiB": gib(self.peak_backward),
+                "peak in optimizer step GiB": gib(self.peak_optimizer),
+                "allocated after GiB": gib(self.allocated_after), "reserved after GiB": gib(self.reserved_after),
+                "GPU used (NVML) after GiB": gib(self.nvml_used_after)}
 
 
 def saved_activation_bytes(fn: Callable[[], torch.Tensor], params: list[torch.Tensor]) -> int:
@@ -177,10 +179,14 @@ def anatomy_figure(items: list[Anatomy], *, title: str = "Where one training ste
 
 
 def anatomy_table(items: list[Anatomy]) -> "pandas.DataFrame":  # noqa: F821
-    """One row per measured step, every figure in GiB."""
+    """One row per measured step, every figure in GiB (full precision; ``tables.readable`` shows it to read)."""
     import pandas as pd
 
-    return pd.DataFrame([a.as_row() for a in items]).set_index("variant")
+    df = pd.DataFrame([a.as_row() for a in items]).set_index("variant")
+    no_allocator = "no GPU allocator on a CPU: the tensors' own sizes are counted, not the allocator's peaks"
+    df.attrs["missing"] = {**{c: no_allocator for c in df.columns if c.startswith(("peak", "allocated", "reserved"))},
+                           "GPU used (NVML) after GiB": "no NVIDIA driver on a CPU"}
+    return df
 
 
 def nvml_used_bytes(device: torch.device | str | None = None) -> int | None:

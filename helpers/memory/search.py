@@ -61,7 +61,10 @@ class BatchSearch:
     def table(self):
         import pandas as pd
 
-        return pd.DataFrame([dataclasses.asdict(t) for t in self.trials]).sort_values("batch").reset_index(drop=True)
+        df = pd.DataFrame([dataclasses.asdict(t) for t in self.trials]).sort_values("batch").reset_index(drop=True)
+        df.attrs["missing"] = {"peak_gib": "a batch that did not fit has no peak (why says what stopped it)",
+                               "img_per_s": "a batch that did not fit trains nothing (why says what stopped it)"}
+        return df
 
 
 def free_memory() -> None:

@@ -1,0 +1,271 @@
+"""Tables a person reads at a glance, beside the full-precision DataFrame they were made from.
+
+A measured table holds ``7362.606991`` and ``0.054789``; a reader wants ``7,363 img/s`` and ``5.5 %``.
+:func:`readable` turns a DataFrame into a :class:`Table` that shows each number to the precision it
+deserves, units in the column names, and "—" for a missing value with a note saying why; ``table.data``
+keeps every digit for whoever computes with it::
+
+    df = results.comparison_table(path)       # full precision
+    readable(df)                               # shown in the notebook: img/s 7,363 · step ms 53.1 · data wait % 73.8
+
+How a column reads follows from its name, as the course names things (``img_per_s``, ``step_ms``, ``_pct``,
+``share``), and the code that builds a DataFrame can say more in ``df.attrs`` (kept by pandas through
+``set_index``, ``.T``, ``head`` and the like):
+
+- ``attrs["missing"] = {column: why}``: the note shown when that column has a missing value ("no GPU
+  allocator on a CPU"); a row's name works too (``df.T`` keeps its reasons). A missing value nobody explained reads "not measured in this run", and the notebook
+  runs flag it (:func:`unreadable_cells`).
+- ``attrs["formats"] = {column: kind}``: a kind of :data:`KINDS`, where the name does not say it; or a
+  function of the row that returns one (a column of mixed figures, each read as its own name says).
+- ``attrs["spread"] = column``: a column of relative spreads in %; the row's numbers get the significant
+  figures that spread supports (:func:`digits_for_spread`); ``attrs["spread_of"] = [columns]``: only those
+  (the timed figures, not a compile time measured once beside them).
+
+Kinds: ``"whole"`` (``7,363``), ``"sig"`` (three significant figures, ``53.1``, ``0.0548``, whole numbers with
+thousands separators from 1,000 on), ``"percent"`` (already in %: ``73.8``), ``"fraction"`` (a share 0–1 shown
+in %: ``0.738`` → ``73.8``, and its column gains "%"), ``"text"`` (as it is). Booleans read yes/no.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import re
+from typing import Any, Callable, Mapping, Union
+
+__all__ = ["KINDS", "Table", "readable", "label", "sig", "whole", "percent", "digits_for_spread", "column_kind",
+           "unreadable_cells", "NOT_EXPLAINED"]
+
+KINDS = ("whole", "sig", "percent", "fraction", "text")
+MISSING = "—"
+#: A column's kind, or a function of the row that gives the kind of that row's cell.
+Kind = Union[str, Callable[[Any], str]]
+#: The note of a missing value whose table did not say why (the notebook runs refuse to show it).
+NOT_EXPLAINED = "not measured in this run"
+
+
+def sig(v: float, digits: int = 3) -> str:
+    """``v`` to ``digits`` significant figures, never in e-notation above 0.001, with thousands separators.
+
+    >>> sig(7362.606991), sig(53.143297), sig(0.054789), sig(1.0), sig(2.4e-06)
+    ('7,363', '53.1', '0.0548', '1.00', '2.4e-06')
+    """
+    if v == 0:
+        return "0"
+    if not math.isfinite(v):
+        return str(v)
+    mag = math.floor(math.log10(abs(v)))
+    if mag >= digits - 1:
+        return f"{v:,.0f}"  # whole numbers: more figures than asked, but never 7.36e+03
+    if mag < -3:
+        return f"{v:.{max(digits - 2, 0)}e}"
+    decimals = digits - 1 - mag
+    out = f"{v:.{decimals}f}"
+    if abs(float(out)) >= 10 ** (mag + 1):  # 9.996 rounds up to 10.00: one decimal too many
+        out = f"{v:.{max(decimals - 1, 0)}f}"
+    return out
+
+
+def whole(v: float) -> str:
+    """A count or a rate as a whole number with thousands separators: ``whole(7362.6) == '7,363'``."""
+    return f"{v:,.0f}"
+
+
+def percent(p: float) -> str:
+    """A percentage (already ×100): one decimal from 1 % on, two significant figures below.
+
+    >>> percent(73.8051), percent(0.5646), percent(100.0)
+    ('73.8', '0.56', '100.0')
+    """
+    if p == 0:
+        return "0"
+    return f"{p:.1f}" if abs(p) >= 1 else sig(p, 2)
+
+
+def digits_for_spread(spread_pct: float | None, default: int = 3) -> int:
+    """Significant figures a number supports when repeated readings spread by ``spread_pct`` % (2 to 4).
+
+    A 0.05 % spread supports four figures (1,866.2), 5 % two (34 ms), 37 % still two (the first figure
+    moves, but one figure hides too much).
+    """
+    if spread_pct is None or not math.isfinite(spread_pct) or spread_pct <= 0:
+        return default
+    return max(2, min(4, 1 + math.floor(-math.log10(spread_pct / 100))))
+
+
+_TOKENS = {"cpu": "CPU", "gpu": "GPU", "gpus": "GPUs", "mfu": "MFU", "nvml": "NVML", "gpm": "GPM", "sm": "SM",
+           "dram": "DRAM", "gib": "GiB", "gb": "GB", "mib": "MiB", "pct": "%", "us": "µs", "tflops": "TFLOP/s",
+           "speedup": "speed-up", "x": "×", "bw": "bandwidth", "frac": "%"}
+
+
+def label(name: Any) -> str:
+    """A column name as a reader reads it: ``img_per_s`` → ``img/s``, ``peak_allocated_gib`` → ``peak
+    allocated GiB``, ``util_pct`` → ``util %``, ``speedup_x`` → ``speed-up ×``. Names with spaces are kept;
+    a share (0–1) gains "%" (its values are shown ×100)."""
+    if not isinstance(name, str):
+        return name
+    out = name
+    if " " not in name:
+        text = name.replace("img_per_s", "img/s").replace("_per_s", "/s")
+        words = [_TOKENS.get(w, w) for w in text.split("_")]
+        out = " ".join(words)
+        if "speed-up" in words and "×" not in words:
+            out += " ×"
+    if column_kind(name, None) == "fraction" and not out.endswith("%"):
+        out += " %"
+    return out
+
+
+def column_kind(name: Any, values) -> str:
+    """The kind (:data:`KINDS`) a column's name implies; ``values`` (a Series or None) breaks ties by dtype."""
+    n = str(name).lower()
+    tokens = set(re.split(r"[\s_]+", n))
+    if values is not None and _all_bool(values):
+        return "text"
+    if "%" in n or "pct" in tokens:
+        return "percent"
+    if tokens & {"share", "frac", "accuracy"}:
+        return "fraction"
+    if "img/s" in n or "img_per_s" in n or n.endswith(" per s"):
+        return "whole"
+    if values is not None and str(getattr(values, "dtype", "")).lower().startswith(("int", "uint")):
+        return "whole"
+    return "sig"
+
+
+def _all_bool(values) -> bool:
+    present = [v for v in values if not _missing(v)]
+    return bool(present) and all(isinstance(v, bool) or type(v).__name__ == "bool_" for v in present)
+
+
+def _missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        import pandas as pd
+
+        out = pd.isna(v)
+        return bool(out) if isinstance(out, (bool,)) or type(out).__name__ == "bool_" else False
+    except (TypeError, ValueError):
+        return False
+
+
+def _cell(v: Any, kind: str, digits: int) -> str:
+    if _missing(v):
+        return MISSING
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return "yes" if v else "no"
+    if not isinstance(v, (int, float)) and not type(v).__name__.startswith(("float", "int", "uint")):
+        return str(v)
+    v = float(v)
+    if kind == "whole":
+        return whole(v)
+    if kind == "percent":
+        return percent(v)
+    if kind == "fraction":
+        return percent(100 * v)
+    if kind == "text":
+        return str(v)
+    return sig(v, digits)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # DataFrames have no truth value to compare by
+class Table:
+    """A table to read (``shown``: strings) and the full-precision DataFrame behind it (``data``); ``notes``
+    say why a cell shows "—". Shows itself in a notebook as an HTML table with its notes below."""
+
+    data: Any
+    shown: Any
+    notes: tuple[str, ...] = ()
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f'<p class="table-note" style="font-size:smaller;margin:2px 0">{html.escape(n)}</p>'
+                        for n in self.notes)
+        return self.shown.to_html() + notes
+
+    def __repr__(self) -> str:
+        return self.shown.to_string() + "".join("\n" + n for n in self.notes)
+
+
+def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[str, str] | None = None,
+             spread: str | None = None, digits: int = 3) -> Table:
+    """``df`` as a :class:`Table` to read (the module's docstring says how each column reads).
+
+    ``formats``, ``missing`` and ``spread`` add to (and win over) ``df.attrs``' own; ``digits``: significant
+    figures where no spread says otherwise.
+    """
+    import pandas as pd
+
+    formats = {**df.attrs.get("formats", {}), **(formats or {})}
+    why = {**df.attrs.get("missing", {}), **(missing or {})}
+    spread = spread or df.attrs.get("spread")
+    spread_of = df.attrs.get("spread_of")
+    for kind in formats.values():
+        if not callable(kind) and kind not in KINDS:
+            raise ValueError(f"unknown column kind {kind!r}; use one of {', '.join(KINDS)}.")
+    row_digits = ([digits_for_spread(_float_or_none(s), digits) for s in df[spread]]
+                  if spread is not None and spread in df.columns else [digits] * len(df))
+    cells: list[list[str]] = []
+    notes: dict[str, list[str]] = {}  # why → the columns it explains, so one reason is said once
+    for j, col in enumerate(df.columns):  # by position: two columns may share a name
+        values = df.iloc[:, j]
+        kind = formats.get(col) or column_kind(col, values)
+        kinds = [kind(row) for _, row in df.iterrows()] if callable(kind) else [kind] * len(df)
+        follows = col != spread and (spread_of is None or col in spread_of)
+        col_digits = row_digits if follows else [digits] * len(df)
+        cells.append([_cell(v, k, d) for v, k, d in zip(values, kinds, col_digits)])
+        for row, v in zip(df.index, values):
+            if _missing(v):  # the column's reason, else the row's (a transposed table keeps its reasons by name)
+                name, reason = ((row, why[row]) if col not in why and _hashable(row) and row in why
+                                else (col, why.get(col, NOT_EXPLAINED)))
+                labels = notes.setdefault(reason, [])
+                if str(label(name)) not in labels:
+                    labels.append(str(label(name)))
+    shown = pd.DataFrame(dict(enumerate(cells)), index=df.index)
+    shown.columns = [label(c) for c in df.columns]
+    if df.index.nlevels == 1 and str(df.index.dtype).startswith("float"):
+        shown.index = [_cell(v, "sig", digits) for v in df.index]
+    shown.index.names = [label(n) for n in df.index.names]
+    shown.columns.name = df.columns.name
+    return Table(data=df, shown=shown,
+                 notes=tuple(f"{MISSING} in {', '.join(cols)}: {reason}." for reason, cols in notes.items()))
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+def _float_or_none(v) -> float | None:
+    try:
+        return None if _missing(v) else float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+_NUMBER = re.compile(r"^-?[\d,]*\.\d+$")
+_RAW_MISSING = {"None", "NaN", "nan", "<NA>", "NaT"}
+
+
+def unreadable_cells(table_html: str, *, max_digits: int = 4) -> list[str]:
+    """What makes an HTML table hard to read: a number with more than ``max_digits`` significant figures
+    (``7362.606991``), a missing value printed as ``None``/``NaN``, a "—" without a note saying why, a note
+    that does not say why. Empty when the table reads at a glance (the notebook runs check every table)."""
+    problems: list[str] = []
+    cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+             for c in re.findall(r"<td[^>]*>(.*?)</td>", table_html, flags=re.S)]
+    for c in cells:
+        if c in _RAW_MISSING:
+            problems.append(f"a missing value printed as {c!r}")
+        elif _NUMBER.match(c) and len(c.replace(",", "").replace("-", "").replace(".", "").lstrip("0")) > max_digits:
+            problems.append(f"a raw number {c!r}")
+    if MISSING in cells and "table-note" not in table_html:
+        problems.append(f"a {MISSING!r} with no note saying why")
+    if NOT_EXPLAINED in table_html:
+        problems.append(f"a missing value whose note does not say why ({NOT_EXPLAINED!r})")
+    return list(dict.fromkeys(problems))
+

@@ -1,0 +1,169 @@
+"""Tables a person reads at a glance: helpers.tables, and the tables the helpers build for it."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from helpers import leaderboard, results, tables
+from helpers.exercises.common import Target, check_targets
+from helpers.tables import MISSING, NOT_EXPLAINED, readable, unreadable_cells
+
+
+@pytest.mark.parametrize("value, digits, shown", [
+    (7362.606991, 3, "7,363"),  # whole numbers from 1,000 on, never 7.36e+03
+    (529.881788, 3, "530"),
+    (53.143297, 3, "53.1"),
+    (0.054789, 3, "0.0548"),
+    (1.0, 3, "1.00"),  # a speed-up of exactly one still says how exact it is
+    (9.996, 3, "10.0"),  # rounds up into the next decade: one decimal fewer
+    (0.9996, 3, "1.00"),
+    (-3.14159, 3, "-3.14"),
+    (2.4e-06, 3, "2.4e-06"),
+    (0.0, 3, "0"),
+    (1866.235, 4, "1,866"),
+    (64.989552, 2, "65"),
+])
+def test_sig_gives_the_figures_asked_for(value, digits, shown):
+    assert tables.sig(value, digits) == shown
+
+
+def test_percent_and_whole():
+    assert tables.percent(73.8051) == "73.8" and tables.percent(0.5646) == "0.56" and tables.percent(0) == "0"
+    assert tables.whole(14922.867803) == "14,923"
+
+
+@pytest.mark.parametrize("spread, digits", [(0.05, 4), (0.5, 3), (5.0, 2), (37.4, 2), (None, 3), (float("nan"), 3)])
+def test_digits_follow_the_spread(spread, digits):
+    assert tables.digits_for_spread(spread) == digits
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("img_per_s", "img/s"), ("step_ms_median", "step ms median"), ("peak_allocated_gib", "peak allocated GiB"),
+    ("util_pct", "util %"), ("speedup_x", "speed-up ×"), ("speedup", "speed-up ×"), ("GB/s", "GB/s"), ("calls", "calls"), ("speedup_bound", "speed-up bound ×"),
+    ("data_wait_share", "data wait share %"), ("self_cpu_ms", "self CPU ms"), ("total_us", "total µs"),
+    ("share", "share %"), ("share of copy bandwidth", "share of copy bandwidth %"), ("step ms", "step ms"),
+    ("mfu_pct", "MFU %"), ("accuracy", "accuracy %"),
+])
+def test_labels_carry_units(name, shown):
+    assert tables.label(name) == shown
+
+
+def comparison() -> pd.DataFrame:
+    df = pd.DataFrame({"variant": ["baseline", "compiled_step"], "img_per_s": [529.881788, 14922.867803],
+                       "step_ms_p95": [106.145203, float("nan")], "data_wait_share": [0.738051, None],
+                       "met": [True, False], "calls": [810, 10]}).set_index("variant")
+    df.attrs["missing"] = {"step_ms_p95": "timed as the step alone"}
+    return df
+
+
+def test_readable_formats_each_column_as_its_name_says_and_keeps_the_data():
+    df = comparison()
+    t = readable(df)
+    assert t.data is df and df.loc["baseline", "img_per_s"] == 529.881788  # full precision stays behind it
+    row = t.shown.loc["baseline"]
+    assert row["img/s"] == "530" and row["step ms p95"] == "106" and row["data wait share %"] == "73.8"
+    assert row["met"] == "yes" and row["calls"] == "810"
+    assert t.shown.loc["compiled_step", "img/s"] == "14,923"
+    assert t.shown.loc["compiled_step", "step ms p95"] == MISSING
+    assert t.shown.index.name == "variant"
+
+
+def test_a_missing_value_comes_with_a_note_saying_why():
+    t = readable(comparison())
+    assert f"{MISSING} in step ms p95: timed as the step alone." in t.notes
+    # nobody said why data_wait_share is missing: the note says so, and the notebook runs refuse it
+    assert any(NOT_EXPLAINED in n and "data wait share %" in n for n in t.notes)
+    assert any(NOT_EXPLAINED in p for p in unreadable_cells(t._repr_html_()))
+    explained = readable(comparison(), missing={"data_wait_share": "timed as the step alone"})
+    assert explained.notes == (f"{MISSING} in step ms p95, data wait share %: timed as the step alone.",)  # said once
+    assert unreadable_cells(explained._repr_html_()) == []
+    assert "timed as the step alone" in repr(explained)
+
+
+def test_columns_that_share_a_name_are_each_shown():
+    df = pd.DataFrame([[1.23456, 2.34567]], columns=["SGD, fp32", "SGD, fp32"])  # bf16 ran as fp32 on this CPU
+    assert readable(df).shown.iloc[0].tolist() == ["1.23", "2.35"]
+
+
+def test_a_transposed_table_keeps_its_reasons():
+    df = pd.DataFrame({"variant": ["sgd", "adam"], "weights GiB": [0.009, 0.009], "peak GiB": [None, None]})
+    df = df.set_index("variant")
+    df.attrs["missing"] = {"peak GiB": "no GPU allocator on a CPU"}
+    assert readable(df.T).notes == (f"{MISSING} in peak GiB: no GPU allocator on a CPU.",)
+
+
+def test_the_spread_column_sets_each_rows_figures():
+    df = pd.DataFrame({"variant": ["eager", "graph"], "step ms": [64.989552, 0.779984], "spread %": [0.05, 8.4]})
+    t = readable(df, spread="spread %")
+    assert list(t.shown["step ms"]) == ["64.99", "0.78"]  # 0.05 % supports four figures, 8.4 % two
+
+
+def test_a_kind_can_depend_on_the_row_and_unknown_kinds_are_refused():
+    df = pd.DataFrame({"figure": ["x_img_per_s", "y_share"], "value": [7362.6, 0.935415]})
+    t = readable(df, formats={"value": lambda row: results.figure_unit(row["figure"])[1]})
+    assert list(t.shown["value"]) == ["7,363", "93.5"]
+    with pytest.raises(ValueError, match="unknown column kind"):
+        readable(df, formats={"value": "pretty"})
+
+
+def test_unreadable_cells_finds_what_a_raw_dataframe_shows():
+    raw = comparison().to_html()
+    problems = unreadable_cells(raw)
+    assert "a raw number '529.881788'" in problems and "a missing value printed as 'NaN'" in problems
+    assert "a missing value printed as 'None'" in unreadable_cells(pd.DataFrame({"a": [None, "x"]}, dtype=object).to_html())
+    assert "a missing value printed as '<NA>'" in unreadable_cells(
+        pd.DataFrame({"a": [1, None]}).astype("Int64").to_html())
+    bare_dash = pd.DataFrame({"a": ["1", MISSING]}).to_html()
+    assert any("no note" in p for p in unreadable_cells(bare_dash))
+    assert unreadable_cells(pd.DataFrame({"a": ["7,363", "0.0548", "1.00", "2.4e-06", "65,536"]}).to_html()) == []
+
+
+def test_figures_table_gives_each_figure_its_unit(tmp_path):
+    path = results.record({"baseline_img_per_s": 646.1234, "baseline_data_wait_share": 0.716957,
+                           "sdpa_speedup": 7.605377, "max_batch_bf16": 2816.0}, path=tmp_path / "r.json")
+    df = results.figures_table(path)
+    assert df.set_index("figure").loc["sdpa_speedup", "value"] == 7.605377
+    t = readable(df).shown.set_index("figure")
+    assert t.loc["baseline_img_per_s"].tolist() == ["646", "img/s"]
+    assert t.loc["baseline_data_wait_share"].tolist() == ["71.7", "%"]
+    assert t.loc["sdpa_speedup"].tolist() == ["7.61", "×"]
+    assert t.loc["max_batch_bf16"].tolist() == ["2,816", ""]
+
+
+def test_comparison_table_says_why_a_row_lacks_a_column(tmp_path):
+    path = tmp_path / "r.json"
+    row = {"img_per_s": 43.1, "step_ms_median": 372.1, "step_ms_p95": 394.3, "peak_allocated_gib": None}
+    results.add_comparison_row("baseline", row, path=path)
+    results.add_comparison_row("compiled_step", {"img_per_s": 127.2, "step_ms_median": 62.9}, path=path,
+                               measured_as="the training step alone, on data already on the device")
+    df = results.comparison_table(path)
+    assert "measured_as" not in df.columns and df.loc["compiled_step", "speedup_x"] == pytest.approx(127.2 / 43.1)
+    notes = readable(df).notes
+    assert any("compiled_step: measured as the training step alone" in n and "step ms p95" in n for n in notes)
+    assert not any(NOT_EXPLAINED in n for n in notes)
+
+
+def test_check_targets_reads_each_figure_in_its_unit():
+    df = check_targets({"loader_tuned_share_of_ceiling": 0.935415, "loader_tuned_speedup": 9.060487},
+                       [Target("loader_tuned_share_of_ceiling", 0.85, "fed"),
+                        Target("loader_tuned_speedup", 5.0, "goal", required=False, bound=9.686058)], scale="smoke")
+    t = readable(df)
+    share = t.shown.iloc[0]
+    assert (share["unit"], share["measured"], share["at least"], share["met"]) == ("%", "93.5", "85.0", "yes")
+    assert t.shown.iloc[1]["most on this node"] == "9.69" and share["most on this node"] == MISSING
+    assert unreadable_cells(t._repr_html_()) == []
+    assert df.loc[0, "measured"] == 0.935415
+
+
+def test_leaderboard_says_why_a_cpu_entry_has_no_gpu_figures(tmp_path):
+    assert set(leaderboard.WHY_MISSING) == set(leaderboard.OPTIONAL)  # every optional figure has its reason
+    df = pd.DataFrame([{"rank": 1, "name": "a", "date": "2026-11-23", "img_per_s": 26.862949, "speedup": 1.0,
+                        "mfu_pct": 0.143880, "accuracy": 0.9, "peak_mem_gb": None, "nvml_util_pct": None,
+                        "gpm_sm_pct": None, "speedup_bound": 10.291567, "baseline_img_per_s": 26.9,
+                        "torch": "2.14.1", "device": "cpu"}])
+    board = leaderboard._board(df)
+    assert unreadable_cells(readable(board)._repr_html_()) == []
+    assert math.isclose(board.loc[1, "img_per_s"], 26.862949)
