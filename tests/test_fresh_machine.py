@@ -59,3 +59,32 @@ def test_each_route_keeps_its_latest_run_and_the_guide_says_it(tmp_path):
 
 def test_the_guide_shows_the_latest_recorded_runs():
     assert check.update_guide(check=True), "run scripts/fresh_machine_check.py guide"
+
+
+def test_a_server_that_starts_listening_late_is_waited_for():
+    import http.server
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    class Listing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'["00_setup.ipynb"]')
+
+        def log_message(self, *args):
+            pass
+
+    def serve_later():
+        import time
+
+        time.sleep(1.5)  # the URL is printed, the port is not open yet
+        server = http.server.HTTPServer(("127.0.0.1", port), Listing)
+        server.handle_request()
+        server.server_close()
+
+    threading.Thread(target=serve_later, daemon=True).start()
+    assert b"00_setup.ipynb" in check._get_when_listening(f"http://127.0.0.1:{port}/api/contents", timeout_s=20)
