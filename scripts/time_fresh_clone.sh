@@ -5,4 +5,4 @@
 # `make time-fresh-clone` sets, make one) or smoke_make_test_s, with fresh_clone_lab_ready_s beside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python3 scripts/fresh_machine_check.py cpu
+exec "${VENV:-.venv}/bin/python" scripts/fresh_machine_check.py cpu  # records with helpers: the project's environment
