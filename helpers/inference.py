@@ -124,7 +124,7 @@ class ServingSweep:
 
         df = pd.DataFrame([{"variant": p.variant, "batch": p.batch, "p50 ms": p.p50_ms, "p99 ms": p.p99_ms,
                             "img/s": p.img_per_s, "error vs fp32 %": 100 * p.max_rel_err} for p in self.points])
-        return tables.readable(df, digits=3)
+        return tables.readable(df)
 
     @property
     def wrong(self) -> list[LatencyPoint]:

@@ -13,8 +13,8 @@ How a column reads follows from its name, as the course names things (``img_per_
 ``set_index``, ``.T``, ``head`` and the like):
 
 - ``attrs["missing"] = {column: why}``: the note shown when that column has a missing value ("no GPU
-  allocator on a CPU"); a row's name works too (``df.T`` keeps its reasons). A missing value nobody explained reads "not measured in this run", and the notebook
-  runs flag it (:func:`unreadable_cells`).
+  allocator on a CPU"); a row's name works too (``df.T`` keeps its reasons). A missing value nobody
+  explained reads "not measured in this run", and the notebook runs flag it (:func:`unreadable_cells`).
 - ``attrs["formats"] = {column: kind}``: a kind of :data:`KINDS`, where the name does not say it; or a
   function of the row that returns one (a column of mixed figures, each read as its own name says).
 - ``attrs["spread"] = column``: a column of relative spreads in %; the row's numbers get the significant

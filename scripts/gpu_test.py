@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     course_s = time.perf_counter() - nb_start  # every notebook under nbval, one process after another
     wall = time.perf_counter() - start
 
-    from helpers import results
+    from helpers import results, tables
 
     import notebook_times  # beside this script
 
@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n==> results in {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         data = results.load(path)
         print(f"device {data['device']} | driver {data['driver']} | torch {data['torch']} | CUDA {data['cuda']} | {data['date']}")
-        print(results.figures_table(path).to_string(index=False))
+        summary = tables.readable(results.figures_table(path))  # each figure in its unit, as the notebooks show it
+        print("\n".join([summary.shown.to_string(index=False), *summary.notes]))
     if timings["notebooks"]:
         print("\n" + notebook_times.report(timings))
     print(f"\n==> executed notebooks in {keep}; GPU unit tests {'passed' if rc_unit == 0 else 'FAILED'}; "

@@ -80,8 +80,8 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         step = final.step_ms
         mfu_then = final.mfu_pct * step / max(step - save, 1e-9)
         unplaced = ", ".join(f"{k} {v:.0f}%" for k, v in kernels.unplaced.items() if v >= 1)
-        try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {_short(step)} ms step, which would "
-                    f"lift MFU to at most {mfu_then:.1f}%."
+        try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {tables.sig(step)} ms step, "
+                    f"which would lift MFU to at most {mfu_then:.1f}%."
                     + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."
                        if unplaced else ""))
     else:
@@ -128,7 +128,7 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
         busy = f" The profiler saw the GPU busy {base.profile.kernel_stats().gpu_busy_share:.0%} of its steps."
     util = "" if base.nvml_util_pct is None else f" NVML reported {base.nvml_util_pct:.0f}% utilisation."
     return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}: a median step "
-            f"of {_short(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
+            f"of {tables.sig(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
             f"{util}{busy} Its MFU was {base.mfu_pct:.2f}%: the compute ceiling here is "
             f"{session.ceiling_img_per_s:,.0f} img/s, {base.speedup_bound:,.0f}× the baseline, the most any run "
             f"could gain on this machine.</p>")
@@ -141,11 +141,6 @@ def _table(t: tables.Table) -> str:
         df = df.reset_index()
     return (df.to_html(border=0, classes="t", escape=True, index=False)
             + "".join(f"<p class='note'>{_h(n)}</p>" for n in t.notes))
-
-
-def _short(v: float) -> str:
-    """A measured number to about three significant figures, with thousands separators when large."""
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
 
 
 _STYLE = """body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222;line-height:1.4}
@@ -173,8 +168,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"<p>Every run trained the reference CNN on {session.rules.images:,} images at "
              f"{session.rules.image_size}×{session.rules.image_size} and was judged on {session.rules.heldout:,} "
              f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
-             f"{_short(ceil.matmul_tflops)} TFLOP/s ({_h(ceil.matmul_dtype)} matmul), {_short(ceil.copy_gb_per_s)} GB/s "
-             f"(copy).</p>",
+             f"{tables.sig(ceil.matmul_tflops)} TFLOP/s ({_h(ceil.matmul_dtype)} matmul), "
+             f"{tables.sig(ceil.copy_gb_per_s)} GB/s (copy).</p>",
              "<h2>The baseline</h2>", _baseline_analysis(base, session),
              "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
