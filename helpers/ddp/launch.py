@@ -27,12 +27,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from .protocol import RESULT_PREFIX
 
 __all__ = ["RESULT_PREFIX", "LaunchSpec", "LaunchResult", "free_port", "port_in_use", "torchrun_command", "launch",
-           "launch_nodes", "leftover_processes"]
+           "launch_nodes", "parse_results", "leftover_processes"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 # parsed rather than shown; and the profiler library's start/stop markers, which say nothing to a reader
@@ -174,9 +174,14 @@ def launch(spec: LaunchSpec, *, on_line: Callable[[str], None] | None = print, e
             _kill_group(proc)
         proc.wait()
         _kill_group(proc)  # anything left in the group (a rank that outlived torchrun)
-    results = tuple(json.loads(line[len(RESULT_PREFIX):]) for line in lines if line.startswith(RESULT_PREFIX))
     return LaunchResult(tuple(cmd), proc.returncode, timed_out, time.perf_counter() - t0, tuple(lines),
-                        tuple(sorted(results, key=lambda r: r.get("rank", 0))))
+                        parse_results(lines))
+
+
+def parse_results(lines: Iterable[str]) -> tuple[dict, ...]:
+    """The ``RESULT`` lines among ``lines`` (what :func:`helpers.ddp.report` printed), parsed, in rank order."""
+    results = (json.loads(line[len(RESULT_PREFIX):]) for line in lines if line.startswith(RESULT_PREFIX))
+    return tuple(sorted(results, key=lambda r: r.get("rank", 0)))
 
 
 def launch_nodes(specs: list[LaunchSpec], *, on_line: Callable[[str], None] | None = print) -> list[LaunchResult]:
