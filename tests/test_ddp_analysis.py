@@ -3,6 +3,7 @@ answer is known, the cluster commands and Slurm script, and the exercises' check
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.ddp import cluster, overlap, scaling
+from helpers.ddp import launch as L
 from helpers.ddp.scaling import RunStats
 from helpers.exercises import nb05
 
@@ -109,9 +111,10 @@ def test_prediction_check_passes_the_formula_and_names_known_mistakes():
     assert other.status == "failed" and "71.43%" in other.message
 
 
-def _worker(tmp_path, old="", new="") -> Path:
+def _worker(folder, old="", new="") -> Path:
     assert old in nb05.WORKER_SOLUTION
-    path = tmp_path / "worker.py"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "worker.py"
     path.write_text(nb05.WORKER_SOLUTION.replace(old, new))
     return path
 
@@ -124,7 +127,7 @@ def test_the_reference_worker_passes_and_a_missing_one_is_not_done(tmp_path):
     assert missing.status == "not done" and missing.value.read_text() == nb05.WORKER_SOLUTION
 
 
-@pytest.mark.parametrize("old, new, phrase", [
+WRONG = [  # (what the worker has instead of the reference's line, what the check must say)
     ("loader = DataLoader(data, batch_size=8, sampler=sampler)", "loader = DataLoader(data, batch_size=8, shuffle=True)",
      "saw all 64 items"),
     ("sampler = DistributedSampler(data)", "sampler = DistributedSampler(data, rank=int(os.environ['LOCAL_RANK']))",
@@ -134,8 +137,36 @@ def test_the_reference_worker_passes_and_a_missing_one_is_not_done(tmp_path):
     ("model.module.state_dict()", "model.state_dict()", "'module.'"),
     ("loader = DataLoader(data, batch_size=8, sampler=sampler)",
      "loader = DataLoader(data, batch_size=8, sampler=sampler, shuffle=True)", "mutually exclusive"),
-])
-def test_known_wrong_workers_are_rejected_with_what_to_change(tmp_path, old, new, phrase):
-    res = nb05.check_ddp_worker(_worker(tmp_path, old, new))
+]
+
+
+@pytest.fixture(scope="module")
+def wrong_workers(tmp_path_factory) -> dict[tuple[str, str], nb05.CheckResult]:
+    """The check's verdict on each known-wrong worker, all of them run in one launch of two "nodes" on 127.0.0.1
+    (tests/workers_in_one_launch.py: one start-up instead of one each; the reference worker above has its own)."""
+    tmp = tmp_path_factory.mktemp("wrong_workers")
+    paths = [_worker(tmp / "workers" / str(i), old, new) for i, (old, new, _) in enumerate(WRONG)]
+    out, logs = tmp / "out", tmp / "logs"
+    logs.mkdir()
+    driver = Path(__file__).with_name("workers_in_one_launch.py")
+    nodes = L.launch_nodes([L.LaunchSpec(nproc_per_node=1, nnodes=2, node_rank=r, script=str(driver), timeout_s=300,
+                                         args=(str(r), str(out), str(logs), "60", *map(str, paths))) for r in (0, 1)],
+                           on_line=None)
+    assert all(n.ok for n in nodes), [n.error for n in nodes]
+    verdicts = {}
+    for i, (old, new, _) in enumerate(WRONG):
+        runs = []
+        for r, node in enumerate(nodes):  # each node's launch, narrowed to what worker i did there
+            rc = (logs / f"{i}.node{r}.rc").read_text()
+            lines = tuple((logs / f"{i}.node{r}.log").read_text().splitlines())
+            runs.append(dataclasses.replace(node, returncode=None if rc == "timeout" else int(rc),
+                                            timed_out=rc == "timeout", lines=lines, results=L.parse_results(lines)))
+        verdicts[(old, new)] = nb05._verdict(paths[i], runs, out / str(i))
+    return verdicts
+
+
+@pytest.mark.parametrize("old, new, phrase", WRONG)
+def test_known_wrong_workers_are_rejected_with_what_to_change(wrong_workers, old, new, phrase):
+    res = wrong_workers[(old, new)]
     assert res.status == "failed" and phrase in res.message, res.message
     assert res.value.read_text() == nb05.WORKER_SOLUTION

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from ..ddp.launch import LaunchSpec, launch_nodes
+from ..ddp.launch import LaunchResult, LaunchSpec, launch_nodes
 from .common import CheckResult, failed, not_done
 
 __all__ = ["DATASET_SIZE", "WORKER_SOLUTION", "solution_worker", "check_ddp_worker", "predicted_efficiency_pct",
@@ -131,26 +131,34 @@ def _worker_problem(results_by_node: list[list[dict]], out: Path) -> str | None:
     return None
 
 
+_WORKER_CHECK = "05 · a worker that is correct under DDP"
+
+
 def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResult:
     """Run the worker at ``path`` as two nodes on this machine and check what each rank did.
 
     Its ``value`` is the worker's path when it passed, else the reference worker's.
     """
-    name = "05 · a worker that is correct under DDP"
     path = Path(path)
     if not path.is_file():
-        return not_done(name, solution_worker(), f"write the worker first: {path} does not exist yet (run the "
-                                                 "%%writefile cell above).")
+        return not_done(_WORKER_CHECK, solution_worker(), f"write the worker first: {path} does not exist yet (run "
+                                                          "the %%writefile cell above).")
     out = Path(tempfile.mkdtemp(prefix="ddp-exercise-"))
-    nodes = _run_two_nodes(path, out, timeout_s)
+    return _verdict(path, _run_two_nodes(path, out, timeout_s), out)
+
+
+def _verdict(path: Path, nodes: list[LaunchResult], out: Path) -> CheckResult:
+    """The check's verdict on one run of the worker at ``path``: ``nodes``, each node's launch (node 0 first), whose
+    worker was given ``out/node<r>`` to write its checkpoint in. Apart from the run, so that a test can judge runs
+    of several workers made in one launch."""
     bad = next((n for n in nodes if not n.ok), None)
     if bad is not None:
-        return failed(name, solution_worker(), f"the worker failed: {bad.error}")
+        return failed(_WORKER_CHECK, solution_worker(), f"the worker failed: {bad.error}")
     problem = _worker_problem([list(n.results) for n in nodes], out)
     if problem:
-        return failed(name, solution_worker(), problem[0].upper() + problem[1:])
-    return CheckResult(name, "passed", "Each rank saw its own half of the data, a new order each epoch, and one "
-                                       "checkpoint was written, by rank 0, loadable without DDP.", path)
+        return failed(_WORKER_CHECK, solution_worker(), problem[0].upper() + problem[1:])
+    return CheckResult(_WORKER_CHECK, "passed", "Each rank saw its own half of the data, a new order each epoch, and "
+                                                "one checkpoint was written, by rank 0, loadable without DDP.", path)
 
 
 # -- exercise 2: predict the efficiency at a small batch ---------------------------------------------------
