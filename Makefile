@@ -2,6 +2,8 @@
 #   make lab       open the curriculum in JupyterLab (sets up .venv on first use)
 #   make test      unit tests + every notebook at smoke scale (what CI runs)
 #   make test-gpu  every notebook at full scale on a GPU node; writes results/<gpu>.json
+#   make preview PROFILE=t4   every notebook at full scale as a learner's smaller machine sees it (a T4 with 2 cores;
+#                             PROFILE=two-core: this GPU with 2 cores); writes results/<gpu>.<profile>.json
 #   make time-smoke  every notebook at smoke scale, timed; writes results/smoke.json (or smoke-avx2.json on an
 #                    AVX2-only CPU) and README's run-time table
 #   make time-smoke-avx2   the same with PyTorch's and oneDNN's CPU kernels limited to AVX2, on any x86 machine
@@ -13,7 +15,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-unit test-notebooks test-gpu export-html time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
+.PHONY: lab test test-unit test-notebooks test-gpu preview export-html time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
 
 # The slower CPU many learners have: no AVX-512, so no bf16 instructions.
 AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -36,6 +38,10 @@ test-notebooks: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(PY) scripts/gpu_test.py
+
+PROFILE ?= t4
+preview: $(STAMP)
+	$(PY) scripts/gpu_test.py --profile $(PROFILE)
 
 time-smoke: $(STAMP)
 	rm -rf build/smoke

@@ -9,6 +9,7 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
 
     notices · svg · tables                           say a thing once; draw a chart; a table to read
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
+    machine_profiles                                 learner machines a large GPU stands in for (one table)
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.relu_pool_triton ·
@@ -56,6 +57,8 @@ if not _torch.cuda.is_available():
 from . import notices, tables  # noqa: E402
 from . import data, models, nvml  # noqa: E402
 from . import env  # noqa: E402
+
+env.apply_profile()  # a learner-machine profile (HELPERS_PROFILE) limits the cores before anything starts a worker
 from . import timebox  # noqa: E402
 from . import augment, bench, preflight, results  # noqa: E402
 from . import loaders, profiling  # noqa: E402

@@ -32,6 +32,7 @@ __all__ = [
     "matmul_tflops",
     "copy_gb_per_s",
     "measure_ceilings",
+    "beside_published",
     "flops_per_image",
     "mfu",
 ]
@@ -158,7 +159,7 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
     stand-ins on a CPU."""
     dev = _device_of(device)
     if dev.type == "cuda":
-        name = torch.cuda.get_device_name(dev)
+        name = env.device_label(torch.cuda.get_device_name(dev))
         # bf16 where the GPU computes it; fp16 on one without (a T4): the ceiling of the precision the course runs
         n, dtype, nbytes = 8192, env.autocast_dtype(torch.bfloat16, dev), 2 * 2**30
     else:
@@ -176,6 +177,24 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
         copy_gb_per_s=gbs,
         copy_bytes=nbytes,
     )
+
+
+def beside_published(ceilings: Ceilings) -> "pandas.DataFrame | None":  # noqa: F821
+    """Under a learner-machine profile, the ceilings measured here beside the published ones of the GPU it stands
+    for (the distance between them is what the stand-in cannot imitate); None without one."""
+    import pandas as pd
+
+    p = env.profile()
+    if p is None or p.stands_for is None:
+        return None
+    pub = p.stands_for
+    rows = [(f"{ceilings.matmul_dtype} matmul TFLOP/s", ceilings.matmul_tflops, pub.tensor_tflops, pub.tensor_dtype),
+            ("copy GB/s (read + write)", ceilings.copy_gb_per_s, pub.memory_gb_per_s, "memory bandwidth")]
+    df = pd.DataFrame([{"ceiling": name, f"measured as {p.name}": here, f"{pub.name}, published": sheet,
+                        "measured ÷ published": here / sheet, "published as": what}
+                       for name, here, sheet, what in rows]).set_index("ceiling")
+    df.attrs["formats"] = {"measured ÷ published": "sig", "published as": "text"}
+    return df
 
 
 def flops_per_image(model: nn.Module, image_size: int, *, backward: bool = True, batch: int = 2) -> float:

@@ -22,6 +22,7 @@ import random
 import re
 from typing import Literal
 
+from . import machine_profiles
 from .notices import say_once
 
 __all__ = [
@@ -44,6 +45,9 @@ __all__ = [
     "native_precision",
     "resolve_dtype",
     "autocast_dtype",
+    "profile",
+    "apply_profile",
+    "device_label",
 ]
 
 Scale = Literal["smoke", "full"]
@@ -89,12 +93,47 @@ def pick(*, smoke, full):
     return full if is_full() else smoke
 
 
+def profile() -> "machine_profiles.Profile | None":
+    """The learner-machine profile this process runs under (``HELPERS_PROFILE``), or None: this machine as it is.
+
+    >>> os.environ["HELPERS_PROFILE"] = "t4"; profile().sms
+    8
+    """
+    return machine_profiles.selected()
+
+
+def apply_profile(device_index: int | None = None) -> "machine_profiles.Applied | None":
+    """Apply the profile in force to this process: its usable cores now (the helpers do it when imported), its GPU
+    limits too when ``device_index`` names the GPU (:func:`device` does it before any kernel runs). Once each."""
+    if profile() is None:
+        return None
+    if device_index is None:
+        return machine_profiles.apply_host()
+    return machine_profiles.apply_gpu(device_index)
+
+
+def device_label(name: str | None = None) -> str:
+    """This machine's device as every report and record names it: the GPU's name, and the profile it stands in
+    for when one is in force (``'NVIDIA H100 80GB HBM3 as t4'``), so a stand-in run is never read as real
+    hardware; ``'cpu'`` without a GPU (``'cpu as two-core'`` under a profile)."""
+    if name is None:
+        import torch
+
+        name = torch.cuda.get_device_name(torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
+    p = profile()
+    return f"{name} as {p.name}" if p is not None and not name.endswith(f" as {p.name}") else name
+
+
 def device() -> "torch.device":  # noqa: F821 - torch imported lazily
-    """The device the course trains on: the current CUDA GPU, else the CPU (said once)."""
+    """The device the course trains on: the current CUDA GPU, else the CPU (said once). Under a learner-machine
+    profile, the GPU comes with the profile's limits (applied here, once, before any kernel runs)."""
     import torch
 
     if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
+        index = torch.cuda.current_device()
+        applied = apply_profile(index)
+        _expandable_on_a_small_gpu(index, applied.memory_gib if applied is not None else None)
+        return torch.device("cuda", index)
     say_once(
         "no-gpu",
         "No CUDA GPU visible: running on the CPU at smoke scale. Every cell still runs; the "
@@ -102,6 +141,29 @@ def device() -> "torch.device":  # noqa: F821 - torch imported lazily
         "runtime; on a cluster, run on a GPU node (see README: 'Running on a GPU node').",
     )
     return torch.device("cpu")
+
+
+#: At or below this much GPU memory the course's full-scale batches run near the limit (fp32 at batch 256 peaks near
+#: 12 GiB), where fragmentation alone can refuse one (04 shows it): the allocator grows segments in place there.
+SMALL_GPU_GIB = 24.0
+
+
+def _expandable_on_a_small_gpu(index: int, limit_gib: float | None) -> None:
+    """On a GPU with little memory (a T4's 15 GiB, or a profile's limit), turn on the caching allocator's
+    expandable segments, unless ``PYTORCH_CUDA_ALLOC_CONF`` already says how to allocate. Said once."""
+    import torch
+
+    gib = limit_gib if limit_gib is not None else torch.cuda.get_device_properties(index).total_memory / 2**30
+    if gib > SMALL_GPU_GIB or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
+        return
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
+    setter("expandable_segments:True")
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"  # DDP ranks and other children too
+    say_once("expandable-small-gpu",
+             f"This GPU gives the course {gib:.0f} GiB: the caching allocator's expandable segments are on "
+             "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), so a batch near the limit is not refused because "
+             "free memory lies in pieces of the wrong size (04_memory shows that effect). Set PYTORCH_CUDA_ALLOC_CONF "
+             "yourself to choose otherwise.")
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -159,6 +221,9 @@ def native_precision(dtype: str, device: "torch.device | str") -> bool:  # noqa:
         return True
     if dev.type == "cuda":
         if dtype == "bf16":
+            p = profile()
+            if p is not None and not p.bf16:  # standing in for a GPU without bf16
+                return False
             return torch.cuda.is_bf16_supported(including_emulation=False)
         return True  # fp16 tensor cores since Volta
     if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
@@ -183,10 +248,15 @@ def resolve_dtype(dtype: str, device: "torch.device | str") -> str:  # noqa: F82
     if dtype not in ("bf16", "fp16") or native_precision(dtype, dev):
         return dtype
     if dev.type == "cuda":
-        name = torch.cuda.get_device_name(dev)
-        major, minor = torch.cuda.get_device_capability(dev)
+        name = device_label(torch.cuda.get_device_name(dev))
+        p = profile()
+        if p is not None and p.stands_for is not None and not p.bf16:
+            what = f"{name} (standing in for the {p.stands_for.name}, compute capability {p.stands_for.capability})"
+        else:
+            major, minor = torch.cuda.get_device_capability(dev)
+            what = f"{name} (compute capability {major}.{minor})"
         say_once("no-bf16-gpu",
-                 f"{name} (compute capability {major}.{minor}) has no bf16 arithmetic: the course's bf16 steps run in "
+                 f"{what} has no bf16 arithmetic: the course's bf16 steps run in "
                  "fp16 with torch.amp.GradScaler('cuda') here, which keeps small gradients from rounding to zero. "
                  "The speed-ups are fp16's, on the same tensor cores.")
         return "fp16"
@@ -249,6 +319,7 @@ class EnvReport:
     nvml: bool
     scale: Scale
     cpus: int
+    profile: tuple[str, ...] = ()  # what a learner-machine profile limited here, and what it could not
 
     def lines(self) -> list[str]:
         gpu = (
@@ -262,6 +333,7 @@ class EnvReport:
             f"GPU     {gpu}",
             f"driver  {self.driver or '-'}    NVML {'yes' if self.nvml else 'no'}    usable CPU cores {self.cpus}",
             f"scale   {self.scale}",
+            *self.profile,
         ]
 
 
@@ -273,11 +345,16 @@ def collect() -> EnvReport:
 
     name = cap = mem = None
     count = 0
+    applied = apply_profile()
     if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        name, count = props.name, torch.cuda.device_count()
+        index = torch.cuda.current_device()
+        applied = apply_profile(index) or applied
+        props = torch.cuda.get_device_properties(index)
+        name, count = device_label(props.name), torch.cuda.device_count()
         cap = f"{props.major}.{props.minor}"
         mem = props.total_memory / 2**30
+        if applied is not None and applied.memory_gib is not None:
+            mem = applied.memory_gib  # what the allocator may use here
     info = nvml.driver_info()
     return EnvReport(
         python=platform.python_version(),
@@ -292,6 +369,7 @@ def collect() -> EnvReport:
         nvml=info is not None,
         scale=scale(),
         cpus=usable_cpus(),
+        profile=tuple(applied.lines()) if applied is not None else (),
     )
 
 

@@ -290,4 +290,4 @@ def serve_sweep(model: nn.Module, *, image_size: int, batches: tuple[int, ...] =
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
     return ServingSweep(points=tuple(points), skipped=skipped, image_size=image_size,
-                        device=torch.cuda.get_device_name(dev) if dev.type == "cuda" else env.cpu_model())
+                        device=env.device_label(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else env.cpu_model())

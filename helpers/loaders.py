@@ -74,10 +74,14 @@ def check_workers(num_workers: int, *, stacklevel: int = 3) -> None:
     try:
         from . import results
 
-        figures = results.load(results.results_path())["figures"]
-        if "loader_best_workers" in figures:
+        header = results.device_header()
+        data = results.load(results.results_path(header))
+        best = data["figures"].get("loader_best_workers")
+        # Only a figure this host measured: the same CPU with the same usable cores (a results file may come from
+        # another machine with the same GPU, or from this one before its cores were limited).
+        if best is not None and data.get("host_cpu") == header["host_cpu"] and best <= cores:
             alternative = (f"02_dataloader measured the most img/s on this machine with num_workers="
-                           f"{int(figures['loader_best_workers'])}")
+                           f"{int(best)}")
     except Exception:
         pass
     warnings.warn(

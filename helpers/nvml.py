@@ -30,12 +30,14 @@ __all__ = [
     "driver_info",
     "handle_for_cuda_device",
     "gpm_supported",
+    "disable_gpm",
+    "gpm_disabled",
     "mig_enabled",
     "reset_for_tests",
 ]
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"module": None, "tried": False, "why": None}
+_state: dict[str, Any] = {"module": None, "tried": False, "why": None, "no_gpm": None}
 
 
 class NvmlUnavailable(RuntimeError):
@@ -109,7 +111,7 @@ def available() -> bool:
 def reset_for_tests(module: ModuleType | None = None, why: str | None = None) -> None:
     """Forget the cached NVML state; with ``module`` set, use it as the (fake) binding."""
     with _lock:
-        _state.update(module=module, why=why, tried=module is not None or why is not None)
+        _state.update(module=module, why=why, tried=module is not None or why is not None, no_gpm=None)
     notices.forget("nvml:")
 
 
@@ -161,10 +163,21 @@ def handle_for_cuda_device(index: int = 0) -> Any | None:
         return None
 
 
+def disable_gpm(why: str) -> None:
+    """Answer as a GPU without GPM does from now on (a learner-machine profile standing in for one)."""
+    _state["no_gpm"] = why
+
+
+def gpm_disabled() -> str | None:
+    """Why GPM was turned off (:func:`disable_gpm`), or None."""
+    return _state["no_gpm"]
+
+
 def gpm_supported(handle: Any) -> bool:
-    """True when the GPU offers GPM metrics (Hopper and newer, not inside most MIG setups)."""
+    """True when the GPU offers GPM metrics (Hopper and newer, not inside most MIG setups) and no profile
+    standing in for an older GPU turned them off (:func:`disable_gpm`)."""
     nv = load(quiet=True)
-    if nv is None or handle is None or not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
+    if _state["no_gpm"] is not None or nv is None or handle is None or not hasattr(nv, "nvmlGpmQueryDeviceSupport"):
         return False
     try:
         return bool(nv.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)

@@ -70,8 +70,8 @@ def device_header() -> dict[str, Any]:
                 name = None
         name = name or torch.cuda.get_device_name()
     info = nvml.driver_info()
-    return {
-        "device": name or "cpu",
+    header = {
+        "device": env.device_label(name or "cpu"),  # 'NVIDIA H100 80GB HBM3 as t4' under a learner-machine profile
         "driver": info.driver if info else None,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -79,12 +79,23 @@ def device_header() -> dict[str, Any]:
         # The baseline's speed depends on the host CPU as much as on the GPU: keep both.
         "host_cpu": f"{env.cpu_model()} ({env.usable_cpus()} usable cores)",
     }
+    profile = env.profile()
+    if profile is not None:  # a stand-in run names what it stood for and how
+        header["profile"] = profile.name
+        header["stands_for"] = profile.stands_for.name if profile.stands_for else profile.description
+        header["limits"] = profile.limits()
+        if profile.stands_for is not None:  # the data sheet's figures, beside which the measured ceilings are read
+            header["published"] = profile.published_figures()
+    return header
 
 
 def results_path(header: dict[str, Any] | None = None, *, scale: env.Scale | None = None) -> Path:
-    """The JSON file for this device at this scale."""
+    """The JSON file for this device at this scale: ``results/<gpu-slug>.json``, and under a learner-machine
+    profile ``results/<gpu-slug>.<profile>.json`` (never the real GPU's file)."""
     header = header or device_header()
-    slug = env.gpu_slug(None if header["device"] == "cpu" else header["device"])
+    profile = header.get("profile")
+    device = str(header["device"]).removesuffix(f" as {profile}") if profile else str(header["device"])
+    slug = env.gpu_slug(None if device == "cpu" else device) + (f".{profile}" if profile else "")
     if (scale or env.scale()) == "full":
         return results_dir() / f"{slug}.json"
     return results_dir() / "local" / f"{slug}-smoke.json"
@@ -124,7 +135,8 @@ def _update(mutate, path: Path | str | None, header: dict[str, Any] | None = Non
     data = load(path)
     data.update(header)  # the latest run's versions and date
     mutate(data)
-    ordered = {k: data[k] for k in ("device", "driver", "torch", "cuda", "date", "host_cpu")}
+    ordered = {k: data[k] for k in ("device", "profile", "stands_for", "limits", "published", "driver", "torch", "cuda", "date", "host_cpu")
+               if k in data}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     _write(path, ordered)
     return path

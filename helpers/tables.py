@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Union
 
-__all__ = ["KINDS", "Table", "readable", "label", "sig", "whole", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -178,14 +178,28 @@ class Table:
     data: Any
     shown: Any
     notes: tuple[str, ...] = ()
+    caption: str | None = dataclasses.field(default_factory=lambda: _device_caption)
 
     def _repr_html_(self) -> str:
         notes = "".join(f'<p class="table-note" style="font-size:smaller;margin:2px 0">{html.escape(n)}</p>'
                         for n in self.notes)
-        return self.shown.to_html() + notes
+        head = (f'<p class="table-device" style="font-weight:bold;margin:2px 0">{html.escape(self.caption)}</p>'
+                if self.caption else "")
+        return head + self.shown.to_html() + notes
 
     def __repr__(self) -> str:
-        return self.shown.to_string() + "".join("\n" + n for n in self.notes)
+        head = f"{self.caption}\n" if self.caption else ""
+        return head + self.shown.to_string() + "".join("\n" + n for n in self.notes)
+
+
+_device_caption: str | None = None
+
+
+def set_device_caption(text: str | None) -> None:
+    """A line above every table made from now on (a learner-machine profile names itself there, so no table of a
+    stand-in run is read as real hardware's); None removes it."""
+    global _device_caption
+    _device_caption = text
 
 
 def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[str, str] | None = None,

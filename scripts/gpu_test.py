@@ -15,6 +15,14 @@ fails the run, unless ``--no-budget``.
 runs the notebooks with every time box shrunk: a fast GPU stands in for a slow machine. Its figures go to
 ``<keep>/results/`` (the reference file stays as it was); ``scripts/shrunk_boxes.py`` compares them with the
 normal run's and records the largest difference of an asserted figure.
+
+    make preview PROFILE=t4                             # python3 scripts/gpu_test.py --profile t4
+
+runs every notebook at full scale under a learner-machine profile (helpers/machine_profiles.py: t4, two-core):
+this process and everything it starts get the profile's cores, SMs, memory, no bf16 and no GPM. What an instructor
+with a large GPU sees is what a learner with the small one will see, named as such everywhere: the figures go to
+``results/<gpu-slug>.<profile>.json`` (with ``profile_notebooks_run`` and ``profile_notebooks_passed``), the
+executed notebooks to ``build/preview-<profile>/``; the GPU unit tests run are the profile's own checks.
 """
 
 from __future__ import annotations
@@ -42,9 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unit", nargs="*", default=None, help="GPU unit tests to run (default: tests/test_*_gpu.py; --unit alone: none)")
     ap.add_argument("--shrink-boxes", type=float, default=None, metavar="FACTOR",
                     help="multiply every time box by FACTOR (0.1: 10× shorter); figures go to <keep>/results/")
+    ap.add_argument("--profile", default=None, metavar="NAME",
+                    help="run under a learner-machine profile (t4, two-core): see helpers/machine_profiles.py")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
+    if args.profile:
+        os.environ["HELPERS_PROFILE"] = args.profile  # before the helpers are imported: they apply it
+        if args.keep == ap.get_default("keep"):
+            args.keep = str(ROOT / "build" / f"preview-{args.profile}")
+        if args.unit is None:
+            args.unit = [str(ROOT / "tests" / "test_machine_profiles_gpu.py")]
+    try:
+        import helpers  # noqa: F401 - applies the profile's host limits to this process and all it starts
+    except ValueError as e:  # an unknown profile: the message lists the names
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     import torch
 
     if not torch.cuda.is_available():
@@ -90,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     timings = notebook_times.load(timings_file) if timings_file.exists() else {"scale": "full", "notebooks": {}}
     misses = notebook_times.over_budget(timings, "full")
     path = notebook_times.record(timings)  # also rewrites the README's run-time table
-    whole_course = not args.notebooks and args.shrink_boxes is None and rc == 0
+    whole_course = not args.notebooks and args.shrink_boxes is None and rc == 0 and not args.profile
+    if args.profile and timings["notebooks"]:  # how much of the course ran, and passed, on this stand-in
+        path = record_profile_runs(timings)
     if path is not None and whole_course:  # the course in one command: recorded only when every notebook ran and passed
         results.record({"full_course_run_s": round(course_s, 1)}, path=path)
         print(f"==> the whole course: {course_s:.0f} s under nbval (budget {FULL_COURSE_BUDGET_S:.0f} s)")
@@ -107,6 +130,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{wall:.0f} s in all")
     over = whole_course and course_s > FULL_COURSE_BUDGET_S
     return rc or rc_unit or (0 if args.no_budget or not (misses or over) else 3)
+
+
+def record_profile_runs(timings: dict) -> Path:
+    """Which notebooks ran under the profile and whether each passed (kept per notebook, so a preview split over
+    several calls adds up), and ``profile_notebooks_run`` / ``profile_notebooks_passed`` over all of them."""
+    from helpers import env, results
+
+    path = results.results_path()
+    runs = dict(results.load(path).get("profile_notebooks", {}))
+    runs.update({name: {"passed": bool(t.get("passed")), "run_s": t["run_s"], "date": env.today()}
+                 for name, t in timings["notebooks"].items()})
+    return results.record({"profile_notebooks_run": len(runs),
+                           "profile_notebooks_passed": sum(r["passed"] for r in runs.values())},
+                          path=path, header={"profile_notebooks": dict(sorted(runs.items()))})
 
 
 def _missing(module: str) -> bool:

@@ -58,6 +58,8 @@ def gpu_results(results_dir: Path) -> list[tuple[str, dict]]:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or "figures" not in data or str(data.get("device", "cpu")).startswith("cpu"):
             continue
+        if data.get("profile"):  # a stand-in for a smaller machine, never a column of real hardware
+            continue
         out.append((path.name, data))
     return sorted(out, key=lambda item: str(item[1].get("device")))
 
@@ -80,6 +82,71 @@ def figures_block(results_dir: Path = ROOT / "results") -> str:
     return "\n".join([BEGIN, head, rule, *rows, "", note, END])
 
 
+PROFILES_BEGIN = "<!-- profiles: written by scripts/readme_figures.py from helpers/machine_profiles.py and results/; do not edit by hand -->"
+PROFILES_END = "<!-- /profiles -->"
+
+
+def profile_results(results_dir: Path) -> list[tuple[str, dict]]:
+    """``[(file name, content)]`` of every learner-machine profile's results file (``<gpu-slug>.<profile>.json``)."""
+    out = []
+    for path in sorted(results_dir.glob("*.*.json")):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("profile") and "figures" in data:
+            out.append((path.name, data))
+    return out
+
+
+def _times(data: dict, nb: str, budget_s: float, cell_budget_s: float) -> str:
+    f, runs = data["figures"], data.get("profile_notebooks", {})
+    if f"run_s_{nb}" in f:
+        run, cell = f[f"run_s_{nb}"], f.get(f"max_cell_s_{nb}", 0.0)
+        over = " **over budget**" if run > budget_s or cell > cell_budget_s else ""
+        return f"{run:.0f} s ({cell:.0f} s){over}"
+    if nb in runs and not runs[nb]["passed"]:
+        return f"failed ({runs[nb]['date']})"
+    return "not run yet"
+
+
+def profiles_block(results_dir: Path = ROOT / "results", notebooks: list[str] | None = None) -> str:
+    """The learner-machine profiles (from the one table in helpers/machine_profiles.py) and what each measured run
+    under one: its ceilings beside the published ones of the GPU it stands for, and each notebook's time."""
+    sys.path.insert(0, str(ROOT))
+    from helpers.machine_profiles import PROFILES
+
+    if notebooks is None:
+        notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    lines = [PROFILES_BEGIN, "| profile | stands for | limits |", "| --- | --- | --- |"]
+    lines += [f"| `{p.name}` | {p.stands_for.name if p.stands_for else p.description} | {'; '.join(p.limits())} |"
+              for p in PROFILES.values()]
+    files = profile_results(results_dir)
+    if not files:
+        return "\n".join([*lines, "", "No run under a profile is recorded yet.", PROFILES_END])
+    lines += ["", "| run | matmul ceiling, measured (published) | copy ceiling, GB/s, measured (published) | "
+                  "notebooks passed | " + " | ".join(f"`{nb}`" for nb in notebooks) + " |",
+              "| --- | --- | --- | --- |" + " --- |" * len(notebooks)]
+    for name, data in files:
+        f, pub = data["figures"], data.get("published", {})
+        mm = next(((k, v) for k, v in f.items() if k.startswith("ceiling_") and k.endswith("_tflops")), None)
+        if mm:
+            dtype = mm[0].removeprefix("ceiling_").removesuffix("_tflops")
+            published = pub.get(f"published_{dtype}_tflops")
+            matmul = f"{mm[1]:,.0f} TFLOP/s {dtype}" + (f" ({published:,.0f})" if published else "")
+        else:
+            matmul = "not measured yet"
+        copy = f.get("ceiling_copy_gb_per_s")
+        copy = "not measured yet" if copy is None else f"{copy:,.0f}" + (
+            f" ({pub['published_copy_gb_per_s']:,.0f})" if "published_copy_gb_per_s" in pub else "")
+        passed = (f"{f.get('profile_notebooks_passed', 0):.0f} of {f.get('profile_notebooks_run', 0):.0f} run "
+                  f"(the course has {len(notebooks)})")
+        times = " | ".join(_times(data, nb, 300, 90) for nb in notebooks)
+        lines.append(f"| {data['device']}, {data.get('date', '-')} (`results/{name}`) | {matmul} | {copy} | "
+                     f"{passed} | {times} |")
+    lines += ["", "Each notebook's time at full scale under the profile, its slowest cell in brackets (budget: 300 s, "
+              "90 s). In brackets beside a ceiling: the data sheet's figure for the GPU the profile stands for (none where "
+              "it stands for this GPU itself)."]
+    return "\n".join([*lines, PROFILES_END])
+
+
 def rewrite_between(path: Path, begin: str, end: str, block: str, *, check: bool, what: str) -> bool:
     """Replace the text from ``begin`` to ``end`` in ``path`` by ``block`` (which carries the markers); with
     ``check``, only say whether it is already that. Raises ``ValueError`` naming ``what`` when the markers are missing."""
@@ -96,8 +163,14 @@ def rewrite_between(path: Path, begin: str, end: str, block: str, *, check: bool
 
 def update_readme(readme: Path = ROOT / "README.md", *, results_dir: Path = ROOT / "results",
                   check: bool = False) -> bool:
-    """Rewrite the table between its markers; with ``check``, only say whether it is up to date."""
-    return rewrite_between(readme, BEGIN, END, figures_block(results_dir), check=check, what="figures table")
+    """Rewrite the table between its markers (and the profiles' table, in the README and the presenter's guide,
+    where they have its markers); with ``check``, only say whether they are up to date."""
+    ok = rewrite_between(readme, BEGIN, END, figures_block(results_dir), check=check, what="figures table")
+    block = profiles_block(results_dir)
+    for doc in (readme, readme.with_name("PRESENTING.md")):
+        if doc.exists() and PROFILES_BEGIN in doc.read_text():
+            ok = rewrite_between(doc, PROFILES_BEGIN, PROFILES_END, block, check=check, what="profiles table") and ok
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:

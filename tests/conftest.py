@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from helpers import nvml
+from helpers import machine_profiles, nvml
 
 
 @pytest.fixture(autouse=True)
@@ -15,9 +15,11 @@ def _isolate(tmp_path, monkeypatch):
     monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("HELPERS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HELPERS_SCALE", "smoke")
+    monkeypatch.delenv("HELPERS_PROFILE", raising=False)  # a test that wants a learner-machine profile sets it
     nvml.reset_for_tests()
     yield
     nvml.reset_for_tests()
+    machine_profiles.forget()
 
 
 class FakeNvml(types.SimpleNamespace):

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, ...]] = [
     ("notices", "svg", "tables"),
     ("nvml", "models", "data", "ddp.protocol"),
+    ("machine_profiles",),
     ("env",),
     ("timebox",),
     ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.relu_pool_triton",

@@ -83,6 +83,24 @@ def test_too_many_workers_warns_with_the_measured_alternative(monkeypatch):
         loaders.check_workers(4)  # at the limit: no warning
 
 
+def test_too_many_workers_names_only_a_figure_this_host_measured(monkeypatch):
+    """A results file of the same GPU can come from another host (16 cores) or from this one before a profile
+    limited its cores: its best worker count is not this machine's, and the warning does not claim it is."""
+    monkeypatch.setattr(env, "usable_cpus", lambda: 2)
+    path = results.record({"loader_best_workers": 16})  # more than this host's cores: not measured here
+    with pytest.warns(UserWarning) as caught:
+        loaders.check_workers(8)
+    assert "use num_workers ≤ 2" in str(caught[0].message) and "measured the most" not in str(caught[0].message)
+    results.record({"loader_best_workers": 2}, header={"host_cpu": "Another CPU (16 usable cores)"})
+    assert results.load(path)["host_cpu"] == "Another CPU (16 usable cores)"
+    with pytest.warns(UserWarning) as caught:
+        loaders.check_workers(8)
+    assert "measured the most" not in str(caught[0].message)  # another host's figure, though it would fit
+    results.record({"loader_best_workers": 2})  # this host again
+    with pytest.warns(UserWarning, match="measured the most img/s on this machine with num_workers=2"):
+        loaders.check_workers(8)
+
+
 def test_training_with_too_many_workers_warns(monkeypatch):
     from helpers import train
 

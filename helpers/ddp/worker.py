@@ -60,6 +60,7 @@ def _setup(backend: str, timeout_s: float) -> tuple[int, int, torch.device]:
             raise RuntimeError(f"local rank {local} has no GPU: this node has {torch.cuda.device_count()}. "
                                "Start at most that many processes per node (--nproc-per-node).")
         torch.cuda.set_device(device)
+        env.apply_profile(local)  # a learner-machine profile limits each rank's GPU as it limits a notebook's
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s),
                             device_id=device if device.type == "cuda" else None)
     return dist.get_rank(), dist.get_world_size(), device

@@ -142,8 +142,8 @@ class NvmlReader:
             gpm = nvml.gpm_supported(handle) if nv is nvml.load(quiet=True) else hasattr(nv, "nvmlGpmSampleAlloc")
         self.gpm = GpmReader(nv, handle) if gpm else None
         if not gpm:
-            say_once("no-gpm", "This GPU offers no GPM metrics (they need Hopper or newer, and most MIG slices hide "
-                               "them): the monitor and its diagnosis use NVML alone. NVML's utilisation is the share "
+            why = nvml.gpm_disabled() or "they need Hopper or newer, and most MIG slices hide them"
+            say_once("no-gpm", f"This GPU offers no GPM metrics ({why}): the monitor and its diagnosis use NVML alone. NVML's utilisation is the share "
                                "of time any kernel ran, not how many SMs were busy.")
 
     def _memory(self) -> dict[str, float]:
