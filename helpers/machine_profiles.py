@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -178,9 +179,9 @@ def apply_host(profile: Profile | None = None) -> Applied | None:
     if profile is None:
         return None
     state = _state(profile)
-    tables.set_device_caption(f"profile {profile.name}: a stand-in for "
-                              f"{profile.stands_for.name if profile.stands_for else profile.description}, "
-                              "not real hardware")
+    stands = f"an {profile.stands_for.name} (not measured on one)" if profile.stands_for else profile.description
+    tables.set_device_caption(f"profile {profile.name}: this machine limited to {', '.join(profile.limits())}, "
+                              f"standing in for {stands}")
     if profile.usable_cores is not None and not state.cores:
         have = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         if not have:
@@ -197,8 +198,6 @@ def apply_host(profile: Profile | None = None) -> Applied | None:
             import torch
 
             torch.set_num_threads(len(keep))
-            import sys
-
             if "torch._inductor.config" in sys.modules:  # already sized from the whole machine
                 sys.modules["torch._inductor.config"].compile_threads = len(keep)
     return state

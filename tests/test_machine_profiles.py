@@ -108,7 +108,8 @@ def test_every_table_names_the_profile_above_it(monkeypatch):
     monkeypatch.setenv("HELPERS_PROFILE", "two-core")
     env.apply_profile()
     shown = tables.readable(df)
-    assert "profile two-core: a stand-in for this GPU on a host with 2 usable CPU cores" in shown._repr_html_()
+    assert ("profile two-core: this machine limited to 2 usable CPU cores, standing in for this GPU on a host with 2 "
+            "usable CPU cores") in shown._repr_html_()
     assert repr(shown).startswith("profile two-core") and tables.unreadable_cells(shown._repr_html_()) == []
     machine_profiles.forget()
     assert "profile" not in tables.readable(df)._repr_html_()
