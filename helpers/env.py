@@ -48,6 +48,8 @@ __all__ = [
     "profile",
     "apply_profile",
     "device_label",
+    "gpu_memory_gib",
+    "SMALL_GPU_GIB",
 ]
 
 Scale = Literal["smoke", "full"]
@@ -146,6 +148,23 @@ def device() -> "torch.device":  # noqa: F821 - torch imported lazily
 #: At or below this much GPU memory the course's full-scale batches run near the limit (fp32 at batch 256 peaks near
 #: 12 GiB), where fragmentation alone can refuse one (04 shows it): the allocator grows segments in place there.
 SMALL_GPU_GIB = 24.0
+
+
+def gpu_memory_gib() -> float | None:
+    """The GPU memory this process may use, in GiB: the card's, or a learner-machine profile's limit; None without
+    a GPU. Full-scale sizes that need more than a small card has ask it::
+
+        batch = env.pick(smoke=8, full=512 if (env.gpu_memory_gib() or 0) > env.SMALL_GPU_GIB else 256)
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = torch.cuda.current_device()
+    applied = apply_profile(index)
+    if applied is not None and applied.memory_gib is not None:
+        return applied.memory_gib
+    return torch.cuda.get_device_properties(index).total_memory / 2**30
 
 
 def _expandable_on_a_small_gpu(index: int, limit_gib: float | None) -> None:

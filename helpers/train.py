@@ -22,7 +22,7 @@ import itertools
 import math
 import statistics
 import time
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal, NoReturn
 
 import torch
 from torch import nn
@@ -32,7 +32,7 @@ from . import env, timebox
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
-__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
+__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "raise_freed", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
            "compute_only_img_per_s"]
 
 DTYPES = ("fp32", "bf16", "fp16")
@@ -489,12 +489,40 @@ class _Unboxed:
 
 
 def explain_out_of_memory(cfg: TrainConfig, e: torch.cuda.OutOfMemoryError) -> torch.cuda.OutOfMemoryError:
-    """The OOM error a learner can act on: what ran out, and what to change."""
+    """The OOM error a learner can act on: what ran out, and what to change.
+
+    It drops ``e``'s traceback: the failed step's frames hold its activations, and an error kept by the notebook
+    (``sys.last_traceback``) would keep them on the GPU, so the next cell would run out of memory too."""
+    e.__traceback__ = None
+    bf16 = "" if cfg.dtype in ("bf16", "fp16") else ", dtype='bf16'"  # half precision already: not advice
     return torch.cuda.OutOfMemoryError(
         f"batch_size={cfg.batch_size} at {cfg.image_size}×{cfg.image_size} ({cfg.dtype}) ran out of GPU memory. "
-        f"Try batch_size={max(1, cfg.batch_size // 2)}, dtype='bf16', or grad_accum to keep the effective batch. "
+        f"Try batch_size={max(1, cfg.batch_size // 2)}{bf16}, or grad_accum to keep the effective batch. "
         f"(PyTorch said: {str(e).splitlines()[0] if str(e) else 'out of memory'})"
     )
+
+
+def raise_freed(error: BaseException) -> NoReturn:
+    """Raise ``error`` (an out-of-memory error, explained) once the failed run's GPU memory is free again.
+
+    The caller first deletes its own references to the run (``del trainer``); this drops the frames the error
+    passed through, which hold the rest, and returns the allocator's cached blocks, so the notebook's next cell
+    has the memory back::
+
+        try:
+            return trainer.run()
+        except torch.OutOfMemoryError as e:
+            failed = e
+        del trainer
+        raise_freed(failed)
+    """
+    import gc
+
+    error.__traceback__ = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    raise error
 
 
 def train(
@@ -512,7 +540,12 @@ def train(
     setup = monitor.phase("set-up") if monitor is not None else contextlib.nullcontext()
     with setup:  # building the data set and the model takes seconds: show where they went
         trainer = Trainer(cfg, device=device, model=model)
-    return trainer.run(on_step=on_step, monitor=monitor)
+    try:
+        return trainer.run(on_step=on_step, monitor=monitor)
+    except torch.OutOfMemoryError as e:  # explained by run()
+        failed = e
+    del trainer  # the failed run's model, optimizer and batches
+    raise_freed(failed)
 
 
 def compute_only_img_per_s(
@@ -535,8 +568,11 @@ def compute_only_img_per_s(
         ms = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats,
                            device=trainer.device).median_ms
     except torch.cuda.OutOfMemoryError as e:
-        raise explain_out_of_memory(cfg, e) from None
-    return cfg.batch_size * cfg.grad_accum / (ms / 1e3)
+        failed = explain_out_of_memory(cfg, e)
+    else:
+        return cfg.batch_size * cfg.grad_accum / (ms / 1e3)
+    del trainer
+    raise_freed(failed)
 
 
 def step_only_trainer(cfg: TrainConfig, *, device: torch.device | str | None = None,

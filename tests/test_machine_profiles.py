@@ -203,3 +203,15 @@ def test_the_readme_lists_the_profiles_and_what_each_run_measured(tmp_path):
     run = next(line for line in block.splitlines() if line.startswith("| NVIDIA H100 80GB HBM3 as t4, 2026-11-23"))
     assert "| 58 TFLOP/s fp16 (65) | 655 (320) | 1 of 2 run (the course has 3) |" in run
     assert run.endswith("| 326 s (8 s) **over budget** | failed (2026-11-23) | not run yet |")
+
+
+def test_gpu_memory_is_the_cards_or_the_profiles_limit(monkeypatch):
+    assert env.gpu_memory_gib() is None  # no GPU here
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: type("Props", (), {"total_memory": 80 * 2**30, "multi_processor_count": 132})())
+    assert env.gpu_memory_gib() == 80
+    applied = machine_profiles.Applied(machine_profiles.PROFILES["t4"], gpu=True, memory_gib=15)
+    monkeypatch.setattr(env, "apply_profile", lambda index=None: applied)
+    assert env.gpu_memory_gib() == 15 and env.gpu_memory_gib() <= env.SMALL_GPU_GIB

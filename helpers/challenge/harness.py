@@ -29,7 +29,7 @@ from torch import nn
 from .. import bench, env, leaderboard, profiling, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
-from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory
+from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
 from .accuracy import accuracy_margin, heldout_accuracy
 from .rules import RuleBroken, Rules, same_function
 
@@ -192,10 +192,15 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
             with mon.phase(f"{sub.name}: profiled (after judging)"):
                 prof = profiling.profile_steps(lambda: trainer.step(measure=False), wait=0, warmup=1, active=3)
     except torch.cuda.OutOfMemoryError as e:
-        raise explain_out_of_memory(cfg, e) from None
+        failed = explain_out_of_memory(cfg, e)
+    else:
+        failed = None
     finally:
         if own:
             mon.stop()
+    if failed is not None:
+        trainer = model = None  # the failed run's network, optimizer and batches: the next run gets the memory back
+        raise_freed(failed)
     record = mon.snapshot()
     steady = record.summary(phase=f"{sub.name}: measured", unsupported=mon.unsupported)
     checks["images_seen"] = (seen == rules.images,

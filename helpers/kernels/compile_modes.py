@@ -22,7 +22,7 @@ import torch
 
 from .. import bench
 from ..bench import Measurement
-from ..train import TrainConfig, explain_out_of_memory, step_only_trainer
+from ..train import TrainConfig, explain_out_of_memory, raise_freed, step_only_trainer
 
 __all__ = ["StepTiming", "time_train_step", "time_call", "timings_table", "quiet_autotuning"]
 
@@ -105,7 +105,12 @@ def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch
         first = _first_call_s(lambda: trainer.step(measure=False), trainer.device)
         m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
     except torch.OutOfMemoryError as e:
-        raise explain_out_of_memory(cfg, e) from None
+        failed = explain_out_of_memory(cfg, e)
+    else:
+        failed = None
+    if failed is not None:
+        del trainer  # the next cell gets this step's memory back
+        raise_freed(failed)
     name = label or (f"compiled, mode {cfg.compile_mode}" if cfg.compile else "eager")
     return StepTiming(name, first, m, cfg.batch_size * cfg.grad_accum)
 

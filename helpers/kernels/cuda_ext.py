@@ -3,7 +3,7 @@ ReLU and 2×2 max-pool fused into one pass (the reference CNN runs them as two k
 
     ok, why = available()            # a CUDA GPU, nvcc and ninja are needed to build it
     ext = build()                    # compiles once (tens of seconds), then loads from the cache
-    y = ext.module.relu_maxpool2x2(x)      # x: (N, C, H, W) contiguous, float32 or bfloat16, even H and W
+    y = ext.module.relu_maxpool2x2(x)      # x: (N, C, H, W) contiguous, float32, bfloat16 or float16, even H and W
 
 ``max(0, max of four) == max of four (max(0, each))``: applying ReLU after the pool gives the
 same result as before it, reads each input once, and writes a quarter as much.
@@ -21,13 +21,16 @@ __all__ = ["CUDA_SOURCE", "CPP_SOURCE", "available", "build", "reference", "Buil
 
 CUDA_SOURCE = r"""
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
-// PyTorch builds extensions with __CUDA_NO_BFLOAT16_CONVERSIONS__: convert explicitly.
+// PyTorch builds extensions with __CUDA_NO_BFLOAT16_CONVERSIONS__ and __CUDA_NO_HALF_CONVERSIONS__: convert explicitly.
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 template <typename T> __device__ __forceinline__ T from_float(float v);
 template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half(v); }
 
 template <typename T>
 __global__ void relu_maxpool2x2_kernel(const T* __restrict__ x, T* __restrict__ y,
@@ -60,8 +63,12 @@ torch::Tensor relu_maxpool2x2(torch::Tensor x) {
         relu_maxpool2x2_kernel<__nv_bfloat16><<<blocks, threads, 0, stream>>>(
             reinterpret_cast<const __nv_bfloat16*>(x.data_ptr()), reinterpret_cast<__nv_bfloat16*>(y.data_ptr()),
             planes, x.size(2), x.size(3));
+    } else if (x.scalar_type() == torch::kHalf) {  // a GPU without bf16 (a T4) runs the course in fp16
+        relu_maxpool2x2_kernel<__half><<<blocks, threads, 0, stream>>>(
+            reinterpret_cast<const __half*>(x.data_ptr()), reinterpret_cast<__half*>(y.data_ptr()),
+            planes, x.size(2), x.size(3));
     } else {
-        TORCH_CHECK(false, "relu_maxpool2x2: float32 or bfloat16 only");
+        TORCH_CHECK(false, "relu_maxpool2x2: float32, bfloat16 or float16 only");
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
