@@ -47,6 +47,17 @@ _os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 # Triton kernels run through Triton's interpreter (correct, slow) instead of failing to find a GPU.
 import torch as _torch  # noqa: E402
 
+# Inductor's on-disk cache does not tell kernels built for AVX-512 from those for AVX2: a process that limits
+# PyTorch's CPU kernels (ATEN_CPU_CAPABILITY=avx2, as the course's slow-CPU runs do) reused the kernels of an
+# unlimited run on the same machine and computed wrong numbers (3.5e34 where 0.1 was due). Each keeps its own cache.
+_capability = _os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+if _capability and "TORCHINDUCTOR_CACHE_DIR" not in _os.environ:
+    import getpass as _getpass
+    import tempfile as _tempfile
+
+    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = _os.path.join(
+        _tempfile.gettempdir(), f"torchinductor_{_getpass.getuser()}_{_capability}")
+
 if not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
     # torch.compile imports cpp_extension, which warns on a CPU machine that it found no CUDA runtime: expected here.

@@ -70,3 +70,22 @@ def test_notices_are_said_once_until_forgotten(capsys):
 def test_compile_backend_is_inductor_on_a_gpu_and_aot_eager_on_a_cpu():
     assert env.compile_backend("cuda") == "inductor" and env.compile_backend("cpu") == "aot_eager"
     assert env.compile_backend() == ("inductor" if env.has_cuda() else "aot_eager")
+
+
+def test_a_run_limited_to_avx2_keeps_its_own_compile_cache():
+    """Inductor's cache does not key its CPU kernels by ATEN_CPU_CAPABILITY: sharing one cache between an AVX-512
+    run and an AVX2-limited run on one machine gave wrong numbers, so a limited run gets a cache of its own."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, helpers; print(os.environ.get('TORCHINDUCTOR_CACHE_DIR', 'unset'))"
+    base = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")}
+    limited = subprocess.run([sys.executable, "-c", code], env={**base, "ATEN_CPU_CAPABILITY": "avx2"},
+                             capture_output=True, text=True, check=True).stdout.strip()
+    plain = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    chosen = subprocess.run([sys.executable, "-c", code], env={**base, "ATEN_CPU_CAPABILITY": "avx2",
+                                                               "TORCHINDUCTOR_CACHE_DIR": "/tmp/mine"},
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert limited.endswith("_avx2") and plain == "unset" and chosen == "/tmp/mine"
