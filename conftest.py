@@ -4,7 +4,8 @@ Every nbval run ends with a table of each notebook's run time and its slowest ce
 (and CI's log) sees where the time goes. With ``HELPERS_EXECUTED_DIR`` set (the GPU run sets it), each
 notebook is saved there with the outputs nbval collected, and ``timings.json`` records each notebook's
 wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in git stay output-free.
-A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it.
+A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it; so does one
+whose plotly figure misses its data on a log axis or draws a label far from it (``helpers.figure_check``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,18 @@ def unreadable_tables(outputs) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def misdrawn_figures(outputs) -> list[str]:
+    """What is wrong with each plotly figure a cell displayed (``helpers.figure_check.problems``)."""
+    from helpers.figure_check import problems as figure_problems
+
+    found = []
+    for out in outputs or []:
+        fig = out.get("data", {}).get("application/vnd.plotly.v1+json")
+        if isinstance(fig, dict):
+            found += figure_problems(fig)
+    return list(dict.fromkeys(found))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     start = time.perf_counter()
@@ -55,6 +68,9 @@ def pytest_runtest_call(item):
             outcome.force_exception(AssertionError(
                 "this cell shows a table that is hard to read: " + "; ".join(problems)
                 + ". Show it with helpers.tables.readable(df), and say in df.attrs['missing'] why a value is missing."))
+        misdrawn = misdrawn_figures(getattr(item, "test_outputs", None))
+        if misdrawn and not problems:  # a figure whose axis misses its data, or a label drawn far from it
+            outcome.force_exception(AssertionError("this cell draws a figure wrong: " + "; ".join(misdrawn) + "."))
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()
         key = str(item.parent.path)

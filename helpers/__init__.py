@@ -7,7 +7,8 @@
 Layers, bottom to top; a module imports only from layers below its own, and never in a circle
 (tests/test_import_layers.py holds the table and fails on an import that points up or round):
 
-    notices · svg · tables                           say a thing once; draw a chart; a table to read
+    notices · svg · tables · figure_check            say a thing once; draw a chart; a table to read; a figure that
+                                                     shows its data
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     machine_profiles                                 learner machines a large GPU stands in for (one table)
     env                                              where am I running, at what scale

@@ -20,7 +20,7 @@ import dataclasses
 import torch
 from torch import nn
 
-from . import bench, env
+from . import bench, env, figure_check
 from .bench import Ceilings
 
 __all__ = ["RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
@@ -163,12 +163,13 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
                        + (f"{p.achieved_tflops:.3g} TFLOP/s = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
             hovertemplate="%{hovertext}<extra></extra>"))
-    fig.add_vline(x=ridge, line_dash="dot", annotation_text=f"ridge {ridge:.0f} FLOP/byte")
     fig.update_layout(
         title=title or f"Roofline of {ceil.device_name}: {ceil.matmul_tflops:,.0f} TFLOP/s ({ceil.matmul_dtype} matmul), "
                        f"{ceil.copy_gb_per_s:,.0f} GB/s (copy)",
         xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
         yaxis=dict(type="log", title="TFLOP/s"), height=480)
+    # on a log axis a label's coordinate is an exponent: log_marker places the ridge's label at its log10
+    figure_check.log_marker(fig, x=ridge, text=f"ridge {ridge:.0f} FLOP/byte")
     return fig
 
 

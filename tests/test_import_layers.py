@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
-    ("notices", "svg", "tables"),
+    ("notices", "svg", "tables", "figure_check"),
     ("nvml", "models", "data", "ddp.protocol"),
     ("machine_profiles",),
     ("env",),

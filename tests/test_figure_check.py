@@ -1,0 +1,74 @@
+"""Figures drawn right: a label on a log axis placed at the value's log10, axes that hold their data, and the check
+that catches the mistake (plotly reads a log axis annotation's coordinate as an exponent: 255 is drawn at 10^255)."""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import pytest
+
+from helpers import figure_check, roofline
+from helpers.bench import Ceilings
+from helpers.inference import LatencyPoint, ServingSweep
+
+
+def test_a_label_placed_at_its_value_on_a_log_axis_is_caught():
+    fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[1, 2, 3]))
+    fig.update_xaxes(type="log", title_text="FLOP/byte")
+    fig.add_vline(x=255, annotation_text="ridge")  # the mistake every roofline made
+    found = figure_check.problems(fig)
+    assert len(found) == 1 and "'ridge' on the log axis 'FLOP/byte' sits at x=255" in found[0]
+    assert "10^255" in found[0] and "math.log10" in found[0]
+
+
+def test_log_marker_places_its_label_at_the_log_of_the_value():
+    fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[1, 2, 3]))
+    fig.update_xaxes(type="log")
+    figure_check.log_marker(fig, x=255, text="ridge")
+    (ann,) = fig.layout.annotations
+    assert math.isclose(ann.x, math.log10(255)) and ann.yref == "y domain"
+    assert figure_check.problems(fig) == []
+    linear = go.Figure(go.Scatter(x=[1, 10, 100], y=[1, 2, 3]))
+    figure_check.log_marker(linear, y=2.5, text="target")  # a linear axis keeps the value itself
+    assert linear.layout.annotations[0].y == 2.5
+    with pytest.raises(ValueError, match="give x .* or y"):
+        figure_check.log_marker(linear, x=1, y=1, text="both")
+
+
+def test_an_explicit_range_that_leaves_data_out_is_caught():
+    fig = go.Figure(go.Scatter(x=[1, 10, 1000], y=[1, 2, 3]))
+    fig.update_xaxes(type="log", range=[0, 2])
+    assert "shows 10^0…10^2 but its data run 10^0…10^3" in figure_check.problems(fig)[0]
+
+
+def test_the_roofline_and_the_serving_chart_hold_their_data():
+    ceil = Ceilings("a GPU", 800.0, "bfloat16", 8192, 3000.0, 2**31)
+    points = [roofline.RooflinePoint("conv1", 1e12, 1e10, "convolution", 2.0),
+              roofline.RooflinePoint("relu", 1e8, 1e9, "elementwise", 0.5)]
+    fig = roofline.roofline_figure(points, ceil)
+    assert figure_check.problems(fig) == []
+    (ridge,) = fig.layout.annotations
+    assert ridge.text == "ridge 267 FLOP/byte" and math.isclose(10**ridge.x, 800e12 / 3000e9)
+    sweep = ServingSweep(points=tuple(LatencyPoint("eager fp32", "fp32", b, 0.1 * b, 0.2 * b, 0.15 * b, 100, 0.0)
+                                      for b in (1, 4, 16)), skipped={}, image_size=32, device="a GPU")
+    chart = sweep.figure(p99_target_ms=2.0)
+    assert figure_check.problems(chart) == []
+    (target,) = chart.layout.annotations[-1:]
+    assert target.text == "target 2 ms" and math.isclose(target.y, math.log10(2.0))
+
+
+def test_a_notebook_cell_that_draws_a_figure_wrong_fails():
+    """The notebook runs' hook (the repository's conftest.py) reads the figures a cell displayed."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    bad = go.Figure(go.Scatter(x=[1, 10], y=[1, 2]))
+    bad.update_xaxes(type="log")
+    bad.add_vline(x=255, annotation_text="ridge")
+    outputs = [{"data": {"application/vnd.plotly.v1+json": bad.to_plotly_json()}}]
+    assert conftest.misdrawn_figures(outputs) and not conftest.misdrawn_figures([{"data": {"text/plain": "x"}}])
