@@ -56,8 +56,11 @@ if _capability and "TORCHINDUCTOR_CACHE_DIR" not in _os.environ:
     import getpass as _getpass
     import tempfile as _tempfile
 
-    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = _os.path.join(
-        _tempfile.gettempdir(), f"torchinductor_{_getpass.getuser()}_{_capability}")
+    try:
+        _user = _getpass.getuser()
+    except (KeyError, OSError):  # a container's user with no name
+        _user = str(_os.getuid())
+    _os.environ["TORCHINDUCTOR_CACHE_DIR"] = _os.path.join(_tempfile.gettempdir(), f"torchinductor_{_user}_{_capability}")
 
 if not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")
