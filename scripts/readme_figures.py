@@ -107,6 +107,18 @@ def _times(data: dict, nb: str, budget_s: float, cell_budget_s: float) -> str:
     return "not run yet"
 
 
+def _full_budget():
+    """The full-scale time budget, as scripts/notebook_times.py holds it (loaded here when needed: it loads this
+    file when it starts)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebook_times", Path(__file__).with_name("notebook_times.py"))
+    times = sys.modules.setdefault("notebook_times", importlib.util.module_from_spec(spec))
+    if not hasattr(times, "BUDGETS"):
+        spec.loader.exec_module(times)
+    return times.BUDGETS["full"]
+
+
 def profiles_block(results_dir: Path = ROOT / "results", notebooks: list[str] | None = None) -> str:
     """The learner-machine profiles (from the one table in helpers/machine_profiles.py) and what each measured run
     under one: its ceilings beside the published ones of the GPU it stands for, and each notebook's time."""
@@ -119,6 +131,7 @@ def profiles_block(results_dir: Path = ROOT / "results", notebooks: list[str] | 
     lines += [f"| `{p.name}` | {p.stands_for.name if p.stands_for else p.description} | {'; '.join(p.limits())} |"
               for p in PROFILES.values()]
     files = profile_results(results_dir)
+    budget = _full_budget()
     if not files:
         return "\n".join([*lines, "", "No run under a profile is recorded yet.", PROFILES_END])
     lines += ["", "| run | matmul ceiling, measured (published) | copy ceiling, GB/s, measured (published) | "
@@ -138,11 +151,11 @@ def profiles_block(results_dir: Path = ROOT / "results", notebooks: list[str] | 
             f" ({pub['published_copy_gb_per_s']:,.0f})" if "published_copy_gb_per_s" in pub else "")
         passed = (f"{f.get('profile_notebooks_passed', 0):.0f} of {f.get('profile_notebooks_run', 0):.0f} run "
                   f"(the course has {len(notebooks)})")
-        times = " | ".join(_times(data, nb, 300, 90) for nb in notebooks)
+        times = " | ".join(_times(data, nb, budget.notebook_s, budget.cell_s) for nb in notebooks)
         lines.append(f"| {data['device']}, {data.get('date', '-')} (`results/{name}`) | {matmul} | {copy} | "
                      f"{passed} | {times} |")
-    lines += ["", "Each notebook's time at full scale under the profile, its slowest cell in brackets (budget: 300 s, "
-              "90 s). In brackets beside a ceiling: the data sheet's figure for the GPU the profile stands for (none where "
+    lines += ["", "Each notebook's time at full scale under the profile, its slowest cell in brackets (budget: "
+              f"{budget.notebook_s:.0f} s, {budget.cell_s:.0f} s). In brackets beside a ceiling: the data sheet's figure for the GPU the profile stands for (none where "
               "it stands for this GPU itself)."]
     return "\n".join([*lines, PROFILES_END])
 
