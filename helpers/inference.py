@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from . import env, figure_check, tables
+from . import env, figure_check, tables, timebox
 from .svg import PALETTE
 
 __all__ = ["ServingVariant", "VARIANTS", "LatencyPoint", "ServingSweep", "serve_sweep", "percentile"]
@@ -39,7 +39,7 @@ class ServingVariant:
     """One way to serve the network: its precision, whether it is compiled, whether each call is a graph replay."""
 
     name: str
-    precision: str  # "fp32" or "bf16" (bf16 weights and activations, channels_last)
+    precision: str  # "fp32", "bf16" or "fp16" (half weights and activations, channels_last)
     compiled: bool = False
     cuda_graph: bool = False
 
@@ -66,7 +66,8 @@ VARIANTS = (
 
 #: The largest error against eager fp32's logits (relative to their largest magnitude) each precision may show.
 #: fp32 convolutions run in TF32 on a recent GPU (PyTorch's default for cuDNN), hence 1%, not 1e-6.
-TOLERANCE = {"fp32": 1e-2, "bf16": 5e-2}
+TOLERANCE = {"fp32": 1e-2, "bf16": 5e-2, "fp16": 5e-2}
+_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}  # a GPU without bf16 (a T4) serves the bf16 variants in fp16
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -180,8 +181,8 @@ class ServingSweep:
 
 def _prepare(model: nn.Module, variant: ServingVariant, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
     m = copy.deepcopy(model).to(device).eval()
-    if variant.precision == "bf16":
-        m = m.to(dtype=torch.bfloat16, memory_format=torch.channels_last)
+    if variant.precision in _HALF:
+        m = m.to(dtype=_HALF[variant.precision], memory_format=torch.channels_last)
     if variant.compiled:
         return torch.compile(m, backend=env.compile_backend(device))
     return m
@@ -264,17 +265,29 @@ def serve_sweep(model: nn.Module, *, image_size: int, batches: tuple[int, ...] =
     points: list[LatencyPoint] = []
     if any(v.compiled for v in variants):
         torch._dynamo.reset()  # compile counts and graphs start from zero, whatever ran before
+    # Batch by batch, smallest first, every variant at each: when the box ends the sweep (a slow GPU: a T4's
+    # batch 256 takes tens of ms a call), the largest batches are left out of every line alike.
+    box = timebox.window("serving_sweep", planned=len(inputs), unit="batch sizes",
+                         left_out="the larger batch sizes were not served")
     with torch.no_grad():
         prepared: dict[tuple[str, bool], Callable[[torch.Tensor], torch.Tensor]] = {}
-        for v in runs:
-            # a CUDA graph variant records the same module its plain twin runs (one compile serves both)
-            key = (v.precision, v.compiled)
-            if key not in prepared:
-                prepared[key] = _prepare(model, v, dev)
-            fn = prepared[key]
-            for b, x in inputs.items():
-                fmt = torch.channels_last if v.precision == "bf16" else torch.contiguous_format
-                xv = x.to(dtype=torch.bfloat16 if v.precision == "bf16" else torch.float32).contiguous(memory_format=fmt)
+        last: tuple[int, float] | None = None  # the last batch size served, and its seconds
+        for b, x in inputs.items():
+            # a batch's calls take about batch-proportional time: cut before one that would end past the box
+            if not box.more(next_s=last[1] * b / last[0] if last else 0.0):
+                left = [str(k) for k in inputs if k >= b]
+                skipped[f"batch {', '.join(left)}"] = f"the time box 'serving_sweep' ({box.seconds:.3g} s) ended the sweep"
+                break
+            box.tick()
+            t_batch = time.perf_counter()
+            for v in runs:
+                # a CUDA graph variant records the same module its plain twin runs (one compile serves both)
+                key = (v.precision, v.compiled)
+                if key not in prepared:
+                    prepared[key] = _prepare(model, v, dev)
+                fn = prepared[key]
+                fmt = torch.channels_last if v.precision in _HALF else torch.contiguous_format
+                xv = x.to(dtype=_HALF.get(v.precision, torch.float32)).contiguous(memory_format=fmt)
                 call = _graphed(fn, xv) if v.cuda_graph else (lambda fn=fn, xv=xv: fn(xv))
                 out = call().float()
                 ref = reference.setdefault(b, out.clone())  # the first variant, eager fp32, is the reference
@@ -286,7 +299,9 @@ def serve_sweep(model: nn.Module, *, image_size: int, batches: tuple[int, ...] =
                 points.append(p)
                 if on_point is not None:
                     on_point(p)
-            if dev.type == "cuda":
-                torch.cuda.empty_cache()
+            last = (b, time.perf_counter() - t_batch)
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    points.sort(key=lambda p: [v.name for v in runs].index(p.variant))  # variant by variant, as the table reads
     return ServingSweep(points=tuple(points), skipped=skipped, image_size=image_size,
                         device=env.device_label(torch.cuda.get_device_name(dev)) if dev.type == "cuda" else env.cpu_model())

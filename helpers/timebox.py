@@ -57,16 +57,20 @@ class Box:
 
 # Chosen from measurements: at full scale on one H100 each loop ends by its count well inside its box (the box
 # is the safety net for a slower GPU); at smoke scale on a 2-core AVX2-only CPU the slow loops (bf16 emulated,
-# large searches) meet their box, so a notebook keeps its budget there too.
+# large searches) meet their box, so a notebook keeps its budget there too. On an H100 limited to a T4's 8 SMs
+# (helpers.machine_profiles) a batch-256 step takes about 0.6 s: there the warm-up, training and timing boxes
+# end 02's runs, and their seconds are what keeps 02 inside its 300 s (a 45 s training box took it to 342 s).
 BOXES: dict[str, Box] = {b.name: b for b in (
-    Box("training_window", smoke_s=8, full_s=45, bounds="the measured steps of one training run"),
-    Box("timing_repeats", smoke_s=4, full_s=15, bounds="the repeats of one timed call"),
+    Box("warm_up", smoke_s=3, full_s=5, bounds="the warm-up steps before a training run's measured ones"),
+    Box("training_window", smoke_s=8, full_s=25, bounds="the measured steps of one training run"),
+    Box("timing_repeats", smoke_s=4, full_s=10, bounds="the repeats of one timed call"),
     Box("loader_window", smoke_s=4, full_s=15, bounds="the measured batches of one loader"),
     Box("loader_grid", smoke_s=12, full_s=80, bounds="the batch × workers × pinned-memory grid"),
     Box("worker_sweep", smoke_s=8, full_s=40, bounds="the worker counts swept at one batch size"),
     Box("batch_search", smoke_s=10, full_s=45, bounds="the trials of one largest-batch search"),
     Box("precision_comparison", smoke_s=20, full_s=60, bounds="the precisions trained side by side"),
     Box("attention_sweep", smoke_s=10, full_s=80, bounds="the sequence lengths of the attention sweep"),
+    Box("serving_sweep", smoke_s=20, full_s=45, bounds="the batch sizes of the serving latency sweep"),
     Box("ddp_launches", smoke_s=40, full_s=80, bounds="the torchrun launches of one scaling or variants cell"),
 )}
 
@@ -104,6 +108,7 @@ class Cut:
     minimum: int
     unit: str
     left_out: str
+    measured: bool = True  # a measured window (its figures need the minimum); False: a warm-up, a search
 
     @property
     def stable(self) -> bool:
@@ -111,7 +116,7 @@ class Cut:
 
     def __str__(self) -> str:
         line = f"⏱ time box '{self.box}' ({self.seconds:.3g} s) stopped this after {self.done} of {self.planned} {self.unit}"
-        if self.minimum > 1:  # a measured window: say whether its figures stand
+        if self.measured and self.minimum > 1:  # a measured window: say whether its figures stand
             line += (f": the figures come from these {self.done}" if self.stable else
                      f", fewer than the {self.minimum} a stable figure needs: not measured here")
         return line + (f"; {self.left_out}" if self.left_out else "") + "."
@@ -126,11 +131,11 @@ class Window:
 
     def __init__(self, name: str, *, planned: int, minimum: int = 1, unit: str = "steps", left_out: str = "",
                  keep_minimum: bool = False, seconds_: float | None = None,
-                 say: Literal["each", "once"] = "each") -> None:
+                 say: Literal["each", "once"] = "each", measured: bool = True) -> None:
         if planned < 0 or minimum < 0:
             raise ValueError(f"a time-boxed window needs planned ≥ 0 and minimum ≥ 0 (got {planned}, {minimum}).")
         self.name, self.planned, self.minimum, self.unit = name, planned, min(minimum, planned), unit
-        self.left_out, self.say, self.keep_minimum = left_out, say, keep_minimum
+        self.left_out, self.say, self.keep_minimum, self.measured = left_out, say, keep_minimum, measured
         self.seconds = seconds(name) if seconds_ is None else seconds_
         self.started = time.perf_counter()
         self.done = 0
@@ -143,15 +148,19 @@ class Window:
     def expired(self) -> bool:
         return self.elapsed_s >= self.seconds
 
-    def more(self) -> bool:
-        """True while there is more to do and time to do it; the first time the box cuts, say so in one line."""
+    def more(self, next_s: float = 0.0) -> bool:
+        """True while there is more to do and time to do it; the first time the box cuts, say so in one line.
+
+        ``next_s``: how long the next item is expected to take (a sweep whose items grow: the last one's time
+        scaled by its size); the box then cuts before an item that would end past it, not after."""
         if self.done >= self.planned or self.cut is not None:
             return False
-        if self.done == 0 or not self.expired():  # every loop does at least one of its items
+        if self.done == 0 or self.elapsed_s + next_s < self.seconds:  # every loop does at least one of its items
             return True
         if self.keep_minimum and self.done < self.minimum:
             return True
-        self.cut = Cut(self.name, self.seconds, self.done, self.planned, self.minimum, self.unit, self.left_out)
+        self.cut = Cut(self.name, self.seconds, self.done, self.planned, self.minimum, self.unit, self.left_out,
+                       self.measured)
         _cuts.append(self.cut)
         if self.say == "each":
             print(self.cut)
@@ -169,14 +178,15 @@ class Window:
 
 
 def window(name: str, *, planned: int, minimum: int = 1, unit: str = "steps", left_out: str = "",
-           keep_minimum: bool = False, say: Literal["each", "once"] = "each") -> Window:
+           keep_minimum: bool = False, say: Literal["each", "once"] = "each", measured: bool = True) -> Window:
     """A :class:`Window` on box ``name`` (started now).
 
     ``keep_minimum``: run ``minimum`` items even past the box (a timing's few repeats), so it is never unstable;
-    ``say="once"``: a loop that runs many times says its first cut only.
+    ``say="once"``: a loop that runs many times says its first cut only; ``measured=False``: no figure is taken
+    from it (a warm-up), so its cut line says nothing about figures.
     """
     return Window(name, planned=planned, minimum=minimum, unit=unit, left_out=left_out, keep_minimum=keep_minimum,
-                  say=say)
+                  say=say, measured=measured)
 
 
 def cuts() -> list[Cut]:

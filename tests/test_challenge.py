@@ -45,6 +45,29 @@ def test_fit_sets_the_steps_so_every_run_sees_the_same_images():
         TINY.fit(dataclasses.replace(FAST, batch_size=24))
 
 
+def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batch(monkeypatch):
+    from helpers.challenge import ladder
+    from helpers.challenge.rules import SIZES, size_class
+
+    monkeypatch.setattr(env, "gpu_memory_gib", lambda: 15.0)  # a T4 (or the t4 profile's limit)
+    assert size_class("full") == "small-gpu" and size_class("smoke") == "smoke"
+    monkeypatch.setattr(env, "gpu_memory_gib", lambda: 79.2)  # an H100
+    assert size_class("full") == "gpu"
+    large, small = Rules.at_scale("full", "gpu"), Rules.at_scale("full", "small-gpu")
+    assert (large.images, large.final_batch) == (24_576, 512) and (small.images, small.final_batch) == (6_144, 64)
+    assert small.heldout == large.heldout and small.image_size == large.image_size == 224
+    assert "6,144 training images" in small.describe() and "24 GiB or less" in small.describe()
+    for rules in (large, small):
+        rungs = {r.name: r.submission for r in ladder.ladder("full", rules)}
+        ref = rules.fit(rungs["all: reference solution"].config)
+        assert ref.batch_size == rules.final_batch and ref.warmup_steps + ref.steps == rules.images // rules.final_batch
+        assert f"batch {rules.final_batch} " in next(r.adds for r in ladder.ladder("full", rules) if r.name == "+ batch size")
+    for size in SIZES.values():  # every size's final batch divides its images: the reference solution fits
+        assert size.images % size.final_batch == 0
+    with pytest.raises(ValueError, match="no challenge size 'tiny'; the sizes are: gpu, small-gpu, smoke"):
+        Rules.at_scale("full", "tiny")
+
+
 def test_other_data_is_refused():
     with pytest.raises(RuleBroken, match="image_size=32.*same data"):
         TINY.check_data(dataclasses.replace(TINY.fit(FAST), image_size=32))

@@ -71,3 +71,21 @@ def test_bad_arguments_say_what_to_change():
 
 def test_a_cuda_graph_variant_cannot_run_on_a_cpu():
     assert ServingVariant("g", "fp32", cuda_graph=True).on(torch.device("cpu")) == "a CUDA graph needs a GPU"
+
+
+def test_the_serving_box_leaves_out_the_largest_batches_of_every_variant_alike(monkeypatch):
+    from helpers import timebox
+
+    monkeypatch.setenv(timebox.FACTOR_ENV, "0.00001")  # the box ends after the first batch size
+    cut = serve_sweep(models.ReferenceCNN(16), image_size=16, batches=(1, 4, 8), samples=100, warmup=1,
+                      variants=VARIANTS[:2])
+    assert {p.batch for p in cut.points} == {1} and len({p.variant for p in cut.points}) >= 1
+    assert "the time box 'serving_sweep'" in cut.skipped["batch 4, 8"]
+
+
+def test_an_fp16_variant_serves_in_fp16_channels_last():
+    from helpers.inference import _prepare
+
+    m = _prepare(models.ReferenceCNN(16), ServingVariant("eager fp16", "fp16"), torch.device("cpu"))
+    w = next(m.parameters())
+    assert w.dtype == torch.float16 and w.is_contiguous(memory_format=torch.channels_last)

@@ -110,3 +110,25 @@ def test_a_grid_cut_by_its_box_keeps_its_measured_cells(monkeypatch):
     ds = torch.utils.data.TensorDataset(torch.zeros(256, 3, 8, 8), torch.zeros(256, dtype=torch.long))
     df = loaders.grid(ds, batch_sizes=[4, 8], workers=[0], pins=[False], batches=5, device="cpu", progress=False)
     assert len(df) == 1 and df.attrs["cut"].done == 1 and df.attrs["cut"].planned == 2
+
+
+def test_a_boxed_warm_up_keeps_five_steps_and_an_unboxed_one_runs_them_all(monkeypatch):
+    monkeypatch.setenv(timebox.FACTOR_ENV, "0.00001")  # every box ends at once: the warm-up keeps its minimum
+    cfg = train.TrainConfig(batch_size=4, image_size=32, data="gpu", steps=5, warmup_steps=12, dataset_size=16)
+    boxed = train.Trainer(cfg, device="cpu")
+    boxed.run()
+    assert boxed.images_trained == (5 + 1) * 4  # five warm-up steps (the minimum), then the window's first
+    warm = [c for c in timebox.cuts() if c.box == "warm_up"]
+    assert len(warm) == 1 and warm[0].done == 5 and warm[0].planned == 12 and warm[0].stable
+    assert "figures" not in str(warm[0])  # a warm-up gives none: its line does not speak of them
+    unboxed = train.Trainer(cfg, device="cpu")
+    unboxed.run(boxed=False)  # the challenge: every warm-up step counts towards the images seen
+    assert unboxed.images_trained == (12 + 5) * 4
+
+
+def test_a_window_told_the_next_items_time_cuts_before_an_item_that_would_end_past_the_box():
+    win = timebox.Window("serving_sweep", planned=5, seconds_=10.0)
+    assert win.more(next_s=100.0)  # the first item always runs
+    win.tick()
+    assert win.more(next_s=1.0)  # ends well inside the box
+    assert not win.more(next_s=60.0) and win.cut is not None and win.cut.done == 1

@@ -24,11 +24,12 @@ from .. import env
 from ..models import pad_first_conv
 from ..train import TrainConfig
 from .harness import Session, Submission, Verdict, judge
+from .rules import Rules
 
-__all__ = ["Rung", "ladder", "reference_solution", "climb", "FINAL_BATCH", "FINAL_LR"]
+__all__ = ["Rung", "ladder", "reference_solution", "climb", "FINAL_LR"]
 
-#: The batch and learning rate of the top rungs, by scale (full: an H100's memory holds batch 512 with room).
-FINAL_BATCH = {"full": 512, "smoke": 32}
+#: The learning rate of the top rungs; their batch comes with the rules' size (rules.SIZES: 512 on a GPU with more
+#: than 24 GiB, 128 on a smaller one, 32 at smoke scale).
 FINAL_LR = 0.02
 
 
@@ -52,9 +53,11 @@ class Rung:
     needs_gpu: bool = False  # CUDA graphs: on a CPU the rung would only repeat the one before
 
 
-def ladder(scale: env.Scale | None = None) -> list[Rung]:
-    """The cumulative rungs from the classic loop to the reference solution."""
+def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
+    """The cumulative rungs from the classic loop to the reference solution (the top rungs' batch from ``rules``,
+    by default this machine's: :meth:`Rules.at_scale`)."""
     scale = scale or env.scale()
+    final_batch = (rules or Rules.at_scale(scale)).final_batch
     base = TrainConfig.reference_baseline(scale)
     steps: list[tuple[str, str, Callable[[TrainConfig], TrainConfig], Callable | None, bool]] = [
         ("baseline", "batch 32, PIL resize per image, a sync and loss.item() every step, fp32", lambda c: c, None,
@@ -68,8 +71,8 @@ def ladder(scale: env.Scale | None = None) -> list[Rung]:
          lambda c: dataclasses.replace(c, compile=True, compile_backend=env.compile_backend()), None, False),
         ("+ CUDA graphs", "compile mode reduce-overhead: each step replayed as one graph",
          lambda c: dataclasses.replace(c, compile_mode="reduce-overhead"), None, True),
-        ("+ batch size", f"batch {FINAL_BATCH[scale]} with the learning rate doubled to {FINAL_LR}",
-         lambda c: dataclasses.replace(c, batch_size=FINAL_BATCH[scale], lr=FINAL_LR), None, False),
+        ("+ batch size", f"batch {final_batch} with the learning rate doubled to {FINAL_LR}",
+         lambda c: dataclasses.replace(c, batch_size=final_batch, lr=FINAL_LR), None, False),
         ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward",
          lambda c: c, _fused, False),
         ("all: reference solution", "+ SGD's fused implementation, conv1's input padded to 8 channels",
@@ -82,9 +85,9 @@ def ladder(scale: env.Scale | None = None) -> list[Rung]:
     return rungs
 
 
-def reference_solution(scale: env.Scale | None = None) -> Submission:
+def reference_solution(scale: env.Scale | None = None, rules: Rules | None = None) -> Submission:
     """The top rung: what CI and instructors run as the challenge's answer."""
-    return ladder(scale)[-1].submission
+    return ladder(scale, rules)[-1].submission
 
 
 def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict], None] | None = None,

@@ -1,6 +1,6 @@
 """The final challenge's rules: what a run may change, what it may not, and the checks that tell.
 
-    rules = Rules.at_scale()                 # 24,576 training images at 224² on a GPU; a small set at smoke scale
+    rules = Rules.at_scale()                 # 24,576 training images at 224² on a GPU; fewer on a small GPU or a CPU
     cfg = rules.fit(my_cfg)                  # steps set so the run sees exactly rules.images images
     ok, why = same_function(my_model, reference_model, image_size=rules.image_size)
 
@@ -23,7 +23,7 @@ from .. import env
 from ..train import TrainConfig
 from .accuracy import HELDOUT_IMAGES, runs_channels_last
 
-__all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN"]
+__all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN", "ChallengeSize", "SIZES", "size_class"]
 
 ALLOWED = ("input pipeline", "precision", "memory format", "torch.compile and its mode", "CUDA graphs",
            "batch size (with the learning rate to match)", "optimizer implementation", "custom kernels")
@@ -36,6 +36,41 @@ class RuleBroken(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class ChallengeSize:
+    """How large the challenge is on one class of machine: the images every run sees, and the top rungs' batch."""
+
+    name: str
+    machines: str  # which machines get it, in words
+    images: int
+    image_size: int
+    dataset_size: int
+    final_batch: int  # the ladder's batch-size rung and the reference solution
+
+
+#: The challenge by machine class. A small GPU (a T4, an L4, a desktop card: at most env.SMALL_GPU_GIB of memory)
+#: trains on a quarter of the images: its baseline runs at about 220 img/s, and 24,576 images would take its 06
+#: past the 300 s budget. Its final batch is 64 (96 steps), measured on one H100 (2026-11-23, 6,144 images, fp16,
+#: scripts/probes/challenge_sizes.py): the baseline 90.0% held-out, the reference at batch 64 and lr 0.02 90.3%;
+#: at batch 128 (48 steps) 88.6% at lr 0.02 and 88.5% at 0.01, refused; at batch 256 56%. Fewer images need
+#: more steps of a smaller batch to learn as much.
+SIZES: dict[str, ChallengeSize] = {s.name: s for s in (
+    ChallengeSize("gpu", "a GPU with more than 24 GiB", images=24_576, image_size=224, dataset_size=50_000,
+                  final_batch=512),
+    ChallengeSize("small-gpu", "a GPU with 24 GiB or less", images=6_144, image_size=224, dataset_size=50_000,
+                  final_batch=64),
+    ChallengeSize("smoke", "smoke scale (a CPU, CI)", images=256, image_size=32, dataset_size=1_024, final_batch=32),
+)}
+
+
+def size_class(scale: env.Scale | None = None) -> str:
+    """This machine's :data:`SIZES` key: ``"smoke"`` at smoke scale, else ``"small-gpu"`` on a GPU with at most
+    ``env.SMALL_GPU_GIB`` of memory (a learner-machine profile's limit counts), else ``"gpu"``."""
+    if (scale or env.scale()) != "full":
+        return "smoke"
+    return "small-gpu" if env.gpu_memory_gib() <= env.SMALL_GPU_GIB else "gpu"
+
+
+@dataclasses.dataclass(frozen=True)
 class Rules:
     """One challenge: how many images every run trains on, at what size, and how it is judged."""
 
@@ -45,15 +80,33 @@ class Rules:
     heldout: int  # held-out images accuracy is judged on
     seed: int = 0
     output_rtol: float = 1e-3  # same function: logits (fp32, no TF32) within this share of their largest value
+    size: str = "gpu"  # the SIZES class these rules were made for (the top rungs' batch comes with it)
 
     @classmethod
-    def at_scale(cls, scale: env.Scale | None = None) -> "Rules":
-        """Full: 24,576 images (768 steps of the baseline's 32, 48 of 512) at 224² from the 50,000-image set,
-        judged on 4,096 held-out images. Smoke: 256 images at 32² from 1,024, judged on 512."""
+    def at_scale(cls, scale: env.Scale | None = None, size: str | None = None) -> "Rules":
+        """The rules for this machine's class (:func:`size_class`), or for ``size``. On a GPU with more than
+        24 GiB: 24,576 images (768 steps of the baseline's 32, 48 of 512) at 224² from the 50,000-image set; on a
+        smaller GPU 6,144 (192 steps of 32, 96 of 64); both judged on 4,096 held-out images. Smoke: 256 images
+        at 32² from 1,024, judged on 512."""
         scale = scale or env.scale()
-        if scale == "full":
-            return cls(images=24_576, image_size=224, dataset_size=50_000, heldout=HELDOUT_IMAGES["full"])
-        return cls(images=256, image_size=32, dataset_size=1_024, heldout=HELDOUT_IMAGES["smoke"])
+        size = size or size_class(scale)
+        if size not in SIZES:
+            raise ValueError(f"no challenge size {size!r}; the sizes are: {', '.join(SIZES)}.")
+        s = SIZES[size]
+        return cls(images=s.images, image_size=s.image_size, dataset_size=s.dataset_size,
+                   heldout=HELDOUT_IMAGES["smoke" if size == "smoke" else "full"], size=size)
+
+    @property
+    def final_batch(self) -> int:
+        """The batch of the ladder's batch-size rung and of the reference solution, for this size."""
+        return SIZES[self.size].final_batch if self.size in SIZES else SIZES["gpu"].final_batch
+
+    def describe(self) -> str:
+        """One line: how many images every run trains on, and why this many on this machine."""
+        s = SIZES.get(self.size)
+        why = f" (the size for {s.machines})" if s is not None else ""
+        return (f"Every run: {self.images:,} training images at {self.image_size}×{self.image_size} from the "
+                f"{self.dataset_size:,}-image set, judged on {self.heldout:,} held-out images{why}.")
 
     def fit(self, cfg: TrainConfig) -> TrainConfig:
         """``cfg`` on this challenge's data, with its steps set so that warm-up and measured steps together see

@@ -39,7 +39,8 @@ def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) ->
     base = baseline.config
     fast = dataclasses.replace(base, data="gpu", sync_each_step=False, item_each_step=False, dtype="bf16",
                                channels_last=True, cudnn_benchmark=True, warmup_steps=5)
-    big = 16 * base.batch_size
+    # 16× the baseline's batch; on a small GPU (15 GiB) batch 512 does not fit: its final batch, 2× the baseline's
+    big = session.rules.final_batch if session.rules.size == "small-gpu" else 16 * base.batch_size
     fitted = session.rules.fit(fast)
     half = dataclasses.replace(fitted, steps=max(1, (fitted.steps + fitted.warmup_steps) // 2 - fitted.warmup_steps))
     subs = [
