@@ -133,7 +133,12 @@ class ServingSweep:
         return [p for p in self.points if not p.correct]
 
     def of(self, variant: str) -> list[LatencyPoint]:
+        """The points of ``variant`` as it ran here: a bf16 variant on a GPU without bf16 ran as fp16 (on a CPU
+        without it as fp32) and is found under either name."""
         pts = [p for p in self.points if p.variant == variant]
+        for runs_as in ("fp16", "fp32"):
+            if not pts and "bf16" in variant:
+                pts = [p for p in self.points if p.variant == variant.replace("bf16", runs_as)]
         if not pts:
             raise KeyError(f"no variant {variant!r} was measured; measured: {sorted({p.variant for p in self.points})}"
                            + (f"; left out: {self.skipped}" if self.skipped else ""))

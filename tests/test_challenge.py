@@ -54,14 +54,19 @@ def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batc
     monkeypatch.setattr(env, "gpu_memory_gib", lambda: 79.2)  # an H100
     assert size_class("full") == "gpu"
     large, small = Rules.at_scale("full", "gpu"), Rules.at_scale("full", "small-gpu")
-    assert (large.images, large.final_batch) == (24_576, 512) and (small.images, small.final_batch) == (6_144, 64)
+    assert (large.images, large.final_batch) == (24_576, 512) and (small.images, small.final_batch) == (4_096, 32)
     assert small.heldout == large.heldout and small.image_size == large.image_size == 224
-    assert "6,144 training images" in small.describe() and "24 GiB or less" in small.describe()
+    assert "4,096 training images" in small.describe() and "24 GiB or less" in small.describe()
     for rules in (large, small):
-        rungs = {r.name: r.submission for r in ladder.ladder("full", rules)}
-        ref = rules.fit(rungs["all: reference solution"].config)
+        rungs = {r.name: r for r in ladder.ladder("full", rules)}
+        ref = rules.fit(rungs["all: reference solution"].submission.config)
         assert ref.batch_size == rules.final_batch and ref.warmup_steps + ref.steps == rules.images // rules.final_batch
-        assert f"batch {rules.final_batch} " in next(r.adds for r in ladder.ladder("full", rules) if r.name == "+ batch size")
+        assert ref.lr == rules.final.final_lr
+    big_rungs = {r.name: r for r in ladder.ladder("full", large)}
+    assert big_rungs["+ batch size"].adds == "batch 512 with the learning rate doubled to 0.02"
+    assert not big_rungs["+ batch size"].left_out
+    small_batch = next(r for r in ladder.ladder("full", small) if r.name == "+ batch size")
+    assert "too few steps" in small_batch.left_out and small_batch.adds.endswith("kept")
     for size in SIZES.values():  # every size's final batch divides its images: the reference solution fits
         assert size.images % size.final_batch == 0
     with pytest.raises(ValueError, match="no challenge size 'tiny'; the sizes are: gpu, small-gpu, smoke"):
@@ -265,3 +270,12 @@ def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, base
     assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
     with pytest.raises(ValueError, match="compares runs"):
         write_report(session, [baseline], path=tmp_path / "r.html")
+
+
+def test_climb_says_a_rung_this_size_leaves_out_instead_of_running_it(session, baseline, capsys):
+    from helpers.challenge.ladder import Rung, climb
+
+    rung = Rung("+ batch size", "the baseline's batch and learning rate, kept", Submission("+ batch size", FAST),
+                left_out="too few steps for a larger batch")
+    assert climb([rung], session, baseline=baseline) == []
+    assert "+ batch size: left out here (the batch stays 16: too few steps for a larger batch)" in capsys.readouterr().out

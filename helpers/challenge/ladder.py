@@ -5,9 +5,11 @@ table, and the reference solution at its top.
     verdicts = climb(rungs, session)       # each judged against the first (the same session's baseline)
     reference = reference_solution()       # the top rung as a Submission: what instructors and CI run
 
-Every rung keeps what the rungs before it changed and adds one thing. The batch size rung doubles the learning
-rate with a 16× larger batch: scaling it 16× (the linear rule) made this network diverge on an H100 (held-out
-accuracy 14% at batch 512 and a learning rate of 0.16, 38% at 0.04; 90% at 0.02 against the baseline's 91%).
+Every rung keeps what the rungs before it changed and adds one thing. On a GPU with more than 24 GiB the batch
+size rung doubles the learning rate with a 16× larger batch: scaling it 16× (the linear rule) made this network
+diverge on an H100 (held-out accuracy 14% at batch 512 and a learning rate of 0.16, 38% at 0.04; 90% at 0.02
+against the baseline's 91%). On a smaller GPU the challenge's 4,096 images leave too few steps for a larger batch:
+the rung is listed, with the reason, and not run (rules.SIZES).
 The custom-kernel rung swaps each block's bias, ReLU and max-pool for one Triton kernel forward and one backward
 (:mod:`helpers.kernels.relu_pool_triton`); the last rung adds the fused optimizer and conv1's input padded to
 eight channels (tensor cores' granularity), both the same function.
@@ -26,11 +28,7 @@ from ..train import TrainConfig
 from .harness import Session, Submission, Verdict, judge
 from .rules import Rules
 
-__all__ = ["Rung", "ladder", "reference_solution", "climb", "FINAL_LR"]
-
-#: The learning rate of the top rungs; their batch comes with the rules' size (rules.SIZES: 512 on a GPU with more
-#: than 24 GiB, 128 on a smaller one, 32 at smoke scale).
-FINAL_LR = 0.02
+__all__ = ["Rung", "ladder", "reference_solution", "climb"]
 
 
 def _fused(model: nn.Module) -> nn.Module:
@@ -51,14 +49,20 @@ class Rung:
     adds: str  # in words, for the table
     submission: Submission
     needs_gpu: bool = False  # CUDA graphs: on a CPU the rung would only repeat the one before
+    left_out: str = ""  # why this size of the challenge does not run it (climb says so instead)
 
 
 def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
-    """The cumulative rungs from the classic loop to the reference solution (the top rungs' batch from ``rules``,
-    by default this machine's: :meth:`Rules.at_scale`)."""
+    """The cumulative rungs from the classic loop to the reference solution (the top rungs' batch and learning
+    rate from ``rules``, by default this machine's: :meth:`Rules.at_scale`). Where that size keeps the baseline's
+    batch (a small GPU), the batch rung is there with the reason, and :func:`climb` says it instead of running it."""
     scale = scale or env.scale()
-    final_batch = (rules or Rules.at_scale(scale)).final_batch
+    final = (rules or Rules.at_scale(scale)).final
     base = TrainConfig.reference_baseline(scale)
+    kept = final.final_batch == base.batch_size and final.final_lr == base.lr
+    lr_words = "doubled to" if final.final_lr == 2 * base.lr else "set to"
+    batch_adds = ("the baseline's batch and learning rate, kept" if kept else
+                  f"batch {final.final_batch} with the learning rate {lr_words} {final.final_lr:g}")
     steps: list[tuple[str, str, Callable[[TrainConfig], TrainConfig], Callable | None, bool]] = [
         ("baseline", "batch 32, PIL resize per image, a sync and loss.item() every step, fp32", lambda c: c, None,
          False),
@@ -71,8 +75,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
          lambda c: dataclasses.replace(c, compile=True, compile_backend=env.compile_backend()), None, False),
         ("+ CUDA graphs", "compile mode reduce-overhead: each step replayed as one graph",
          lambda c: dataclasses.replace(c, compile_mode="reduce-overhead"), None, True),
-        ("+ batch size", f"batch {final_batch} with the learning rate doubled to {FINAL_LR}",
-         lambda c: dataclasses.replace(c, batch_size=final_batch, lr=FINAL_LR), None, False),
+        ("+ batch size", batch_adds,
+         lambda c: dataclasses.replace(c, batch_size=final.final_batch, lr=final.final_lr), None, False),
         ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward",
          lambda c: c, _fused, False),
         ("all: reference solution", "+ SGD's fused implementation, conv1's input padded to 8 channels",
@@ -81,7 +85,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
     rungs, cfg = [], base
     for name, adds, change, build, needs_gpu in steps:
         cfg = change(cfg)
-        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu))
+        left_out = (final.why_final or "it changes nothing at this size") if name == "+ batch size" and kept else ""
+        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out))
     return rungs
 
 
@@ -104,6 +109,9 @@ def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict]
     for rung in rungs:
         if rung.needs_gpu and not on_gpu:
             print(f"{rung.name}: left out here (CUDA graphs need a CUDA GPU; on a CPU it would repeat the rung before)")
+            continue
+        if rung.left_out:
+            print(f"{rung.name}: left out here (the batch stays {rung.submission.config.batch_size}: {rung.left_out})")
             continue
         first = baseline or (verdicts[0] if verdicts else None)
         v = judge(rung.submission, session, baseline=first, monitor=monitor, profile=rung.name in profile)
