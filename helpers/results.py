@@ -22,7 +22,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from . import env
 
@@ -37,6 +37,7 @@ __all__ = [
     "comparison_table",
     "figures_table",
     "figure_unit",
+    "shown",
 ]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,18 @@ def results_dir() -> Path:
     if (_PACKAGE_ROOT / "notebooks").is_dir():
         return _PACKAGE_ROOT / "results"
     return Path.cwd() / "results"
+
+
+def shown(path: Path | str) -> str:
+    """``path`` as a notebook prints it: relative to the repository (``results/nvidia-h100-80gb-hbm3.json``),
+    else under ``~``, else as given. What is printed ends up in exports and executed notebooks that others read:
+    they should not carry the name of the machine, the user or the folder a run happened in."""
+    p = Path(path).expanduser()
+    resolved = p.resolve()
+    for base, prefix in ((_PACKAGE_ROOT, ""), (Path.home().resolve(), "~/")):
+        if resolved.is_relative_to(base):
+            return prefix + resolved.relative_to(base).as_posix()
+    return str(p)
 
 
 def device_header() -> dict[str, Any]:
@@ -231,15 +244,19 @@ def figure_unit(name: str) -> tuple[str, str]:
     return "", "sig"
 
 
-def figures_table(path: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
+def figures_table(path: Path | str | None = None, *,
+                  only: Iterable[str] | None = None) -> "pandas.DataFrame":  # noqa: F821
     """The figures of one results file: figure, value (full precision) and the unit its name gives it.
 
+    ``only``: just these figures (a notebook shows its own; the file also holds every other notebook's).
     ``tables.readable(df)`` shows each value as its unit reads (img/s whole, shares in %).
     """
     import pandas as pd
 
     data = load(path)
-    df = pd.DataFrame([(k, v, figure_unit(k)[0]) for k, v in sorted(data["figures"].items())],
+    keep = None if only is None else set(only)
+    df = pd.DataFrame([(k, v, figure_unit(k)[0]) for k, v in sorted(data["figures"].items())
+                       if keep is None or k in keep],
                       columns=["figure", "value", "unit"])
     df.attrs["formats"] = {"value": lambda row: figure_unit(row["figure"])[1]}
     df.attrs["missing"] = {"value": "not measured on this machine (the notebook that records it said why when it ran)"}

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 _STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}
-pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}.jp-InputPrompt,.jp-OutputPrompt{display:none}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}
 table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:right}
 .meta{background:#eef4fb;padding:.6em 1em;border-left:4px solid #1f77b4}img,svg{max-width:100%;height:auto}"""
 
@@ -48,6 +48,28 @@ def results_date(device: str, results_dir: Path) -> str | None:
 
     path = results_dir / f"{env.gpu_slug(device.split(' ×')[0])}.json"
     return json.loads(path.read_text()).get("date") if path.exists() else None
+
+
+#: An absolute path up to one of the repository's own folders (the machine's checkout, whatever its name), and a
+#: Python installation's site-packages: what a traceback or a "saved to" line would carry from the machine.
+_MACHINE_PATH = re.compile(r"(?<![\w.~:/])/(?:[\w.@+-]+/)*?(?=(?:results|notebooks|runs|exports|build|helpers)/)")
+_SITE = re.compile(r"(?<![\w.~:/])/(?:[\w.@+-]+/)+(?=site-packages/)")
+_PYTHON = re.compile(r"(?<![\w.~:/])/(?:[\w.@+-]+/)+bin/(python[\d.]*)\b")  # a command line's interpreter
+_TEMP = re.compile(r"(?<![\w.~:/])/tmp/[\w.@+-]+/")  # a run's temporary folder
+_PROMPT = re.compile(r'<div class="prompt[^"]*">.*?</div>', flags=re.S)  # "In [ ]:" / "Out[ ]:"
+_ANCHOR = re.compile(r'<a class="anchor-link" href="[^"]*">¶</a>')  # the "¶" after every heading
+
+
+def scrub(body: str) -> str:
+    """The exported HTML without the exporting or executing machine's paths (a path into the repository is shown
+    from the repository, ``results/…``; a library's from ``site-packages/``), without the prompts of a notebook
+    run elsewhere (they show as empty "In [ ]:" once exported) and without the headings' "¶" links."""
+    body = _PROMPT.sub("", body)
+    body = _ANCHOR.sub("", body)
+    body = _SITE.sub("", body)
+    body = _PYTHON.sub(r"\1", body)
+    body = _TEMP.sub("$TMPDIR/", body)
+    return _MACHINE_PATH.sub("", body)
 
 
 def static_outputs(nb: dict) -> int:
@@ -85,6 +107,7 @@ def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     figures = static_outputs(nb)
     body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.reads(json.dumps(nb), as_version=4))
     body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already
+    body = scrub(body)
     meta = (f"<p class='meta'>Executed at full scale on <b>{html.escape(device)}</b>, {html.escape(date)}; exported "
             f"with {figures} static figures by scripts/export_html.py. Every number here was measured in that run.</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(path.stem)} ({html.escape(device)}, "

@@ -27,3 +27,29 @@ def test_every_table_an_instructor_presents_reads_at_a_glance():
         # each table with the notes under it (why a cell shows "—")
         for table in re.findall(r"<table.*?</table>(?:\s*<p class=\"table-note\".*?</p>)*", text, flags=re.S):
             assert unreadable_cells(table) == [], f"{page.name}: {unreadable_cells(table)}"
+
+
+def test_an_export_carries_no_machine_paths_no_empty_prompts_and_no_heading_links():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_html", ROOT / "scripts" / "export_html.py")
+    export_html = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_html)
+    html = ('<div class="prompt input_prompt">In&nbsp;[&nbsp;]:</div><h2 id="Setup">Setup'
+            '<a class="anchor-link" href="#Setup">¶</a></h2><pre>saved to /work/main/results/h100.json\n'
+            'File /opt/torch/.venv/lib/python3.12/site-packages/torch/nn/x.py:12\n'
+            'trace in /home/ana/gpu-perf-lab/runs/01/trace.json; see https://example.org/a/results/b\n'
+            'ncu --log-file /tmp/gpu-perf-lab-ncu-x1/ncu.csv /opt/torch/.venv/bin/python3 -m helpers.ncu_target</pre>')
+    clean = export_html.scrub(html)
+    assert "prompt" not in clean and "¶" not in clean and "/work" not in clean and "/home" not in clean
+    assert "saved to results/h100.json" in clean and "File site-packages/torch/nn/x.py:12" in clean
+    assert "trace in runs/01/trace.json" in clean and "https://example.org/a/results/b" in clean  # a URL stays
+    assert "--log-file $TMPDIR/ncu.csv python3 -m helpers.ncu_target" in clean
+
+
+def test_the_committed_exports_carry_no_machine_paths_prompts_or_heading_links():
+    for page in sorted((ROOT / "exports").glob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        assert "¶" not in text and 'class="prompt' not in text, f"{page.name}: run make export-html"
+        leaked = re.findall(r"(?<![\w.~:/])/(?:home|root|work|tmp|opt|Users)/[^\s<\"']*", text)
+        assert not leaked, f"{page.name} carries the machine's paths: {leaked[:3]}"

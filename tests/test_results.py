@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,14 @@ def test_comparison_table_adds_speedups():
 
 def test_missing_file_loads_empty(tmp_path):
     assert results.load(tmp_path / "none.json") == {"figures": {}, "comparison": {}}
+
+
+def test_a_notebook_shows_its_own_figures_and_prints_paths_without_the_machines_folders(tmp_path, monkeypatch):
+    path = results.record({"a_img_per_s": 1.0, "b_img_per_s": 2.0, "c_pct": 3.0}, path=tmp_path / "gpu.json")
+    assert list(results.figures_table(path, only={"a_img_per_s", "c_pct"}).figure) == ["a_img_per_s", "c_pct"]
+    assert len(results.figures_table(path)) == 3
+    root = Path(results.__file__).resolve().parents[1]
+    assert results.shown(root / "results" / "x.json") == "results/x.json"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert results.shown(tmp_path / "course" / "r.json") == "~/course/r.json"
+    assert results.shown("/nowhere/else.json") == "/nowhere/else.json"
