@@ -53,6 +53,8 @@ def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batc
     assert size_class("full") == "small-gpu" and size_class("smoke") == "smoke"
     monkeypatch.setattr(env, "gpu_memory_gib", lambda: 79.2)  # an H100
     assert size_class("full") == "gpu"
+    monkeypatch.setattr(env, "gpu_memory_gib", lambda: None)  # full scale forced on a CPU: no crash, the full size
+    assert size_class("full") == "gpu"
     large, small = Rules.at_scale("full", "gpu"), Rules.at_scale("full", "small-gpu")
     assert (large.images, large.final_batch) == (24_576, 512) and (small.images, small.final_batch) == (4_096, 32)
     assert small.heldout == large.heldout and small.image_size == large.image_size == 224

@@ -74,7 +74,8 @@ def size_class(scale: env.Scale | None = None) -> str:
     ``env.SMALL_GPU_GIB`` of memory (a learner-machine profile's limit counts), else ``"gpu"``."""
     if (scale or env.scale()) != "full":
         return "smoke"
-    return "small-gpu" if env.gpu_memory_gib() <= env.SMALL_GPU_GIB else "gpu"
+    memory = env.gpu_memory_gib()  # None: full scale forced on a CPU (HELPERS_SCALE=full), judged at full size
+    return "small-gpu" if memory is not None and memory <= env.SMALL_GPU_GIB else "gpu"
 
 
 @dataclasses.dataclass(frozen=True)
