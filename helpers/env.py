@@ -133,8 +133,8 @@ def device() -> "torch.device":  # noqa: F821 - torch imported lazily
 
     if torch.cuda.is_available():
         index = torch.cuda.current_device()
-        applied = apply_profile(index)
-        _expandable_on_a_small_gpu(index, applied.memory_gib if applied is not None else None)
+        apply_profile(index)
+        _expandable_on_a_small_gpu()
         return torch.device("cuda", index)
     say_once(
         "no-gpu",
@@ -167,13 +167,13 @@ def gpu_memory_gib() -> float | None:
     return torch.cuda.get_device_properties(index).total_memory / 2**30
 
 
-def _expandable_on_a_small_gpu(index: int, limit_gib: float | None) -> None:
+def _expandable_on_a_small_gpu() -> None:
     """On a GPU with little memory (a T4's 15 GiB, or a profile's limit), turn on the caching allocator's
     expandable segments, unless ``PYTORCH_CUDA_ALLOC_CONF`` already says how to allocate. Said once."""
     import torch
 
-    gib = limit_gib if limit_gib is not None else torch.cuda.get_device_properties(index).total_memory / 2**30
-    if gib > SMALL_GPU_GIB or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
+    gib = gpu_memory_gib()
+    if gib is None or gib > SMALL_GPU_GIB or os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
         return
     setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or torch.cuda.memory._set_allocator_settings
     setter("expandable_segments:True")

@@ -281,7 +281,8 @@ def serve_sweep(model: nn.Module, *, image_size: int, batches: tuple[int, ...] =
             # a batch's calls take about batch-proportional time: cut before one that would end past the box
             if not box.more(next_s=last[1] * b / last[0] if last else 0.0):
                 left = [str(k) for k in inputs if k >= b]
-                skipped[f"batch {', '.join(left)}"] = f"the time box 'serving_sweep' ({box.seconds:.3g} s) ended the sweep"
+                skipped[f"batch {', '.join(left)}"] = (f"the time box 'serving_sweep' ({box.seconds:.3g} s) "
+                                                       "ended the sweep")
                 break
             box.tick()
             t_batch = time.perf_counter()

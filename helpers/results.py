@@ -148,8 +148,8 @@ def _update(mutate, path: Path | str | None, header: dict[str, Any] | None = Non
     data = load(path)
     data.update(header)  # the latest run's versions and date
     mutate(data)
-    ordered = {k: data[k] for k in ("device", "profile", "stands_for", "limits", "published", "driver", "torch", "cuda", "date", "host_cpu")
-               if k in data}
+    first = ("device", "profile", "stands_for", "limits", "published", "driver", "torch", "cuda", "date", "host_cpu")
+    ordered = {k: data[k] for k in first if k in data}
     ordered.update({k: v for k, v in data.items() if k not in ordered})
     _write(path, ordered)
     return path

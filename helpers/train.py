@@ -412,9 +412,9 @@ class Trainer:
                 # A slow GPU spends seconds per step: past its box the warm-up ends after a few steps (compile,
                 # autotuning and the loader's workers have started by then). Unboxed (the challenge), every
                 # warm-up step runs: the images a run sees are counted.
-                warm = timebox.window("warm_up", planned=cfg.warmup_steps, minimum=min(5, cfg.warmup_steps),
-                                      keep_minimum=True, unit="warm-up steps", say="once", measured=False,
-                                      left_out="the measured steps started sooner") if boxed else _Unboxed(cfg.warmup_steps)
+                warm = _Unboxed(cfg.warmup_steps) if not boxed else timebox.window(
+                    "warm_up", planned=cfg.warmup_steps, minimum=min(5, cfg.warmup_steps), keep_minimum=True,
+                    unit="warm-up steps", say="once", measured=False, left_out="the measured steps started sooner")
                 while warm.more():
                     rec = self.step(measure=False)
                     warm.tick()

@@ -34,8 +34,8 @@ def _one_by_one_conv3(model: nn.Module) -> nn.Module:
 
 def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) -> dict[str, Verdict]:
     """Four runs judged by the harness, in a shuffled order as "run A" … "run D": one honest, one with a cheaper
-    network, one that trains on half the images, one with the learning rate scaled 16× (with the batch, where it fits). Which
-    break a rule (and which rule) is for the learner to find from what each printed."""
+    network, one that trains on half the images, one with the learning rate scaled 16× (with the batch, where it
+    fits). Which break a rule (and which rule) is for the learner to find from what each printed."""
     base = baseline.config
     fast = dataclasses.replace(base, data="gpu", sync_each_step=False, item_each_step=False, dtype="bf16",
                                channels_last=True, cudnn_benchmark=True, warmup_steps=5)
