@@ -35,6 +35,7 @@ __all__ = [
     "beside_published",
     "flops_per_image",
     "mfu",
+    "flops_rate",
 ]
 
 
@@ -129,6 +130,21 @@ class Ceilings:
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
         return self.matmul_tflops * 1e12 / flops_per_img
+
+    @property
+    def matmul_rate(self) -> str:
+        """The matmul ceiling in the unit that reads: ``"989 TFLOP/s"`` on a GPU, ``"352 GFLOP/s"`` on a CPU."""
+        return flops_rate(self.matmul_tflops)
+
+
+def flops_rate(tflops: float) -> str:
+    """A FLOP rate with three significant figures at most, in TFLOP/s from 1 TFLOP/s up and in GFLOP/s below it
+    (a CPU's 0.35 TFLOP/s reads "352 GFLOP/s", not "0 TFLOP/s")::
+
+        flops_rate(786.4) == "786 TFLOP/s"; flops_rate(58.2) == "58.2 TFLOP/s"; flops_rate(0.0352) == "35.2 GFLOP/s"
+    """
+    value, unit = (tflops, "TFLOP/s") if abs(tflops) >= 1 else (tflops * 1e3, "GFLOP/s")
+    return f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
 
 
 def matmul_tflops(

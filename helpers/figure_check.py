@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "SLACK_DECADES"]
+__all__ = ["problems", "log_marker", "SLACK_DECADES", "MAX_DECADE"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -56,12 +56,59 @@ def _values(trace: dict, letter: str) -> list[float]:
     return out
 
 
+#: Beyond this power of ten a tick label is no longer a number a reader can use (and plotly's reach NaN×10^Infinity).
+MAX_DECADE = 15
+#: Plotly's defaults, used where a figure sets none: its size in a static export and its margins.
+_WIDTH, _HEIGHT = 700, 450
+_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}
+_TEXT_W = 0.58  # a sans-serif character's mean width, as a share of the font size: enough to catch overlaps
+
+
+def _title_text(title: Any) -> str:
+    return (title.get("text") if isinstance(title, dict) else title) or ""
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"<[^>]+>", "", text or "")
+
+
+def _text_width(text: str, size: float) -> float:
+    """Pixels a label needs: its longest line (``<br>`` breaks one) at ``size``."""
+    lines = re.split(r"<br\s*/?>", text or "", flags=re.I)
+    return max(len(_plain(line)) for line in lines) * size * _TEXT_W
+
+
+def _frame(layout: dict) -> tuple[float, float, dict]:
+    margin = {**_MARGIN, **{k: v for k, v in (layout.get("margin") or {}).items() if k in _MARGIN}}
+    return float(layout.get("width") or _WIDTH), float(layout.get("height") or _HEIGHT), margin
+
+
+def _extent(layout: dict, key: str, values: list[float]) -> tuple[float, float] | None:
+    """The span an axis shows, in its own units (log10 for a log axis): its explicit range, else its data's."""
+    axis = layout.get(key) or {}
+    rng = axis.get("range")
+    if rng and all(isinstance(v, (int, float)) for v in rng):
+        return float(rng[0]), float(rng[1])
+    if axis.get("type") == "log":
+        values = [math.log10(v) for v in values if v > 0]
+    if not values:
+        return None
+    lo, hi = min(values), max(values)
+    pad = 0.05 * (hi - lo) if hi > lo else 0.5
+    return lo - pad, hi + pad
+
+
 def problems(fig: Any) -> list[str]:
     """What is wrong with ``fig`` (a plotly figure or its JSON) as a reader would see it; empty when nothing.
 
-    For every log axis: its data's span (in powers of ten), an explicit range that leaves data out, and each
-    annotation placed on it more than :data:`SLACK_DECADES` outside the data (an annotation's coordinate on a log
-    axis is an exponent: x=255 is drawn at 10^255)."""
+    * an axis whose explicit range leaves its data out, or a log axis running past 10^15 (NaN and Infinity ticks);
+    * a label or line (annotation, shape) placed far outside its axis's data: on a log axis more than
+      :data:`SLACK_DECADES` away (an annotation's coordinate there is an exponent: x=255 is drawn at 10^255), on a
+      linear one further from the data than the data's own span (it stretches the axis and squeezes the data);
+    * a title wider than the figure, a vertical legend taller than the figure can hold, and labels drawn over
+      one another (subplot titles, phase labels), each estimated from its font size and the figure's size;
+    * tick labels given as NaN or Infinity.
+    """
     d = _as_dict(fig)
     layout = d.get("layout", {})
     data: dict[str, list[float]] = {}
@@ -70,11 +117,22 @@ def problems(fig: Any) -> list[str]:
             key = _axis_key(trace.get(f"{letter}axis", letter))
             data.setdefault(key, []).extend(_values(trace, letter))
     out = []
-    for key, axis in layout.items():
-        if not re.fullmatch(r"[xy]axis\d*", key) or not isinstance(axis, dict) or axis.get("type") != "log":
+    axes = {key: axis for key, axis in layout.items() if re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict)}
+    for key, axis in axes.items():
+        name = _title_text(axis.get("title")) or key
+        for label in list(axis.get("ticktext") or []) + list(axis.get("tickvals") or []):
+            if re.search(r"nan|inf", str(label), flags=re.I):
+                out.append(f"the axis '{name}' has a tick label '{label}': give it finite values")
+                break
+        if axis.get("type") != "log":
+            rng = axis.get("range")
+            vals = data.get(key, [])
+            if rng and vals and all(isinstance(v, (int, float)) for v in rng):
+                lo, hi = min(vals), max(vals)
+                if min(rng) > lo + 1e-9 * max(1.0, abs(lo)) or max(rng) < hi - 1e-9 * max(1.0, abs(hi)):
+                    out.append(f"the axis '{name}' shows {min(rng):g}…{max(rng):g} but its data run {lo:g}…{hi:g}: "
+                               "widen the range")
             continue
-        title = axis.get("title", {})
-        name = (title.get("text") if isinstance(title, dict) else title) or key
         positive = [v for v in data.get(key, []) if v > 0]
         if not positive:
             continue
@@ -83,16 +141,114 @@ def problems(fig: Any) -> list[str]:
         if rng and (rng[0] > lo + 1e-9 or rng[1] < hi - 1e-9):
             out.append(f"the log axis '{name}' shows 10^{rng[0]:.3g}…10^{rng[1]:.3g} but its data run "
                        f"10^{lo:.3g}…10^{hi:.3g}: widen the range")
-        letter = key[0]
-        for ann in layout.get("annotations", []):
-            ref = ann.get(f"{letter}ref", letter)
-            if "paper" in ref or _axis_key(ref) != key or ann.get(letter) is None:
+        if rng and max(abs(rng[0]), abs(rng[1])) > MAX_DECADE:
+            out.append(f"the log axis '{name}' runs to 10^{max(abs(rng[0]), abs(rng[1])):.3g}: its tick labels "
+                       "turn to NaN and Infinity; set a range near the data")
+    out += _placed_far(layout, axes, data)
+    out += _cut_or_overlapping(d, layout, axes, data)
+    return list(dict.fromkeys(out))
+
+
+def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[str]:
+    """Annotations and shapes in data coordinates placed far outside their axis's data."""
+    out = []
+    items = [("label", a, _plain(a.get("text", ""))) for a in layout.get("annotations", [])]
+    items += [("line", s, s.get("name") or s.get("type", "shape")) for s in layout.get("shapes", [])]
+    for kind, item, text in items:
+        for letter in ("x", "y"):
+            ref = item.get(f"{letter}ref", letter) or letter
+            if "paper" in ref or "domain" in ref:
                 continue
-            v = float(ann[letter])
-            if v < lo - SLACK_DECADES or v > hi + SLACK_DECADES:
-                out.append(f"the label '{ann.get('text', '')}' on the log axis '{name}' sits at {letter}={v:g}, which "
-                           f"plotly draws at 10^{v:g} while the data run 10^{lo:.3g}…10^{hi:.3g}: place it at "
-                           f"math.log10 of the value (figure_check.log_marker does)")
+            key = _axis_key(ref)
+            axis = axes.get(key, {})
+            name = _title_text(axis.get("title")) or key
+            coords = [item.get(letter)] if kind == "label" else [item.get(f"{letter}0"), item.get(f"{letter}1")]
+            coords = [float(v) for v in coords if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if not coords:
+                continue
+            if axis.get("type") == "log":
+                positive = [v for v in data.get(key, []) if v > 0]
+                if not positive:
+                    continue
+                lo, hi = math.log10(min(positive)), math.log10(max(positive))
+                # a label's coordinate on a log axis is an exponent, a shape's is the value itself
+                exps = coords if kind == "label" else [math.log10(v) for v in coords if v > 0]
+                for v in exps:
+                    if v < lo - SLACK_DECADES or v > hi + SLACK_DECADES:
+                        shown = f"{letter}={v:g}" if kind == "label" else f"{letter}=10^{v:.3g}"
+                        fix = ("place it at math.log10 of the value (figure_check.log_marker does)" if kind == "label"
+                               else "draw it near the data")
+                        out.append(f"the {kind} '{text}' on the log axis '{name}' sits at {shown}, which plotly "
+                                   f"draws at 10^{v:g} while the data run 10^{lo:.3g}…10^{hi:.3g}: {fix}")
+                continue
+            vals = data.get(key, [])
+            if not vals:
+                continue
+            lo, hi = min(vals), max(vals)
+            reach = max(hi - lo, abs(hi), abs(lo))
+            for v in coords:
+                if v < lo - reach or v > hi + reach:
+                    out.append(f"the {kind} '{text}' on the axis '{name}' sits at {letter}={v:g}, far outside the "
+                               f"data ({lo:g}…{hi:g}): it stretches the axis and squeezes the data")
+    return out
+
+
+def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[float]]) -> list[str]:
+    """A title wider than the figure, a vertical legend taller than it, and labels drawn over one another."""
+    out = []
+    width, height, m = _frame(layout)
+    plot_w, plot_h = width - m["l"] - m["r"], height - m["t"] - m["b"]
+    title = layout.get("title")
+    text = _title_text(title)
+    size = ((title.get("font") or {}).get("size") if isinstance(title, dict) else None) or 17
+    if text and _text_width(text, size) > width - 20:
+        out.append(f"the title '{_plain(text)}' needs about {_text_width(text, size):.0f} px of a {width:.0f} px wide "
+                   "figure: shorten it or break it with <br>")
+    legend = layout.get("legend") or {}
+    shown = [t for t in d.get("data", []) if t.get("name") and t.get("showlegend", True) is not False]
+    if layout.get("showlegend", len(shown) > 1) is not False and legend.get("orientation", "v") == "v" and shown:
+        need = 19 * len(shown) + 10  # plotly scrolls a vertical legend taller than the plot area: a picture cuts it
+        if need > plot_h + 12:
+            out.append(f"the legend's {len(shown)} entries need about {need} px, and the plot area is "
+                       f"{plot_h:.0f} px high: make the figure taller or the legend horizontal")
+
+    def box(a: dict) -> tuple[float, float, float, float] | None:
+        """(left, right, y centre, font size) in pixels from the figure's top-left."""
+        size = float((a.get("font") or {}).get("size") or 12)
+        spans = {}
+        for letter, lo_px, span_px in (("x", m["l"], plot_w), ("y", m["t"], plot_h)):
+            ref = a.get(f"{letter}ref", letter) or letter
+            v = a.get(letter)
+            if not isinstance(v, (int, float)):
+                return None
+            if "paper" in ref:
+                frac = float(v)
+            else:
+                key = _axis_key(ref)
+                axis = axes.get(key, {})
+                dom = axis.get("domain") or [0, 1]
+                if "domain" in ref:
+                    frac = dom[0] + float(v) * (dom[1] - dom[0])
+                else:
+                    ext = _extent(layout, key, data.get(key, []) + ([] if axis.get("type") == "log" else [float(v)]))
+                    if ext is None or ext[1] == ext[0] or axis.get("type") == "category":
+                        return None
+                    frac = dom[0] + (float(v) - ext[0]) / (ext[1] - ext[0]) * (dom[1] - dom[0])
+            spans[letter] = lo_px + (frac if letter == "x" else 1 - frac) * span_px
+        w = _text_width(a.get("text", ""), size)
+        anchor = a.get("xanchor", "auto")
+        if anchor == "auto":
+            anchor = "center"
+        left = {"left": spans["x"], "right": spans["x"] - w}.get(anchor, spans["x"] - w / 2)
+        return left, left + w, spans["y"], size
+
+    labels = [(a, box(a)) for a in layout.get("annotations", []) if _plain(a.get("text", "")).strip()]
+    labels = [(a, b) for a, b in labels if b is not None and not a.get("showarrow", True) is True]
+    for i, (a, (l1, r1, y1, s1)) in enumerate(labels):
+        for b, (l2, r2, y2, s2) in labels[i + 1:]:
+            if abs(y1 - y2) < 0.8 * max(s1, s2) and min(r1, r2) - max(l1, l2) > 2:
+                out.append(f"the labels '{_plain(a.get('text'))}' and '{_plain(b.get('text'))}' are drawn over one "
+                           "another: shorten them, move one, or make the figure wider")
     return out
 
 

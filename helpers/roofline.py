@@ -16,6 +16,7 @@ help an op reach that, so the roof is an honest upper bound.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch import nn
@@ -140,6 +141,32 @@ def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFra
     return pd.DataFrame(rows)
 
 
+def _label_positions(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[float, float],
+                     y_span: tuple[float, float], width: float = 440.0, height: float = 300.0) -> dict[int, str]:
+    """Where each point's name goes (plotly's ``textposition``) so that no two names are drawn over one another:
+    above the point where there is room, else below, right or left (points of one layer often sit together).
+    Estimated on the plot area of a 700 × 480 figure with its legend, the smallest it is drawn."""
+    def px(v: float, span: tuple[float, float], size: float) -> float:
+        a, b = math.log10(max(span[0], 1e-30)), math.log10(max(span[1], 1e-30))
+        return (math.log10(max(v, 1e-30)) - a) / ((b - a) or 1.0) * size
+
+    taken: list[tuple[float, float, float, float]] = []
+    out = {}
+    for p in sorted(points, key=lambda p: (p.intensity, ys[id(p)])):
+        x, y = px(p.intensity, x_span, width), height - px(ys[id(p)], y_span, height)
+        w, h = len(p.name) * 12 * 0.58, 14.0
+        boxes = {"top center": (x - w / 2, x + w / 2, y - 8 - h, y - 8),
+                 "bottom center": (x - w / 2, x + w / 2, y + 8, y + 8 + h),
+                 "middle right": (x + 8, x + 8 + w, y - h / 2, y + h / 2),
+                 "middle left": (x - 8 - w, x - 8, y - h / 2, y + h / 2)}
+        free = [pos for pos, (l, r, t, b) in boxes.items()
+                if all(r < l2 or l > r2 or b < t2 or t > b2 for l2, r2, t2, b2 in taken)]
+        pos = free[0] if free else "top center"
+        taken.append(boxes[pos])
+        out[id(p)] = pos
+    return out
+
+
 def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str | None = None):
     """Log-log roofline: the roofs measured on this device, and each timed op where it landed."""
     import plotly.graph_objects as go
@@ -148,26 +175,30 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     lo = min([p.intensity for p in points] + [ridge]) / 4
     hi = max([p.intensity for p in points] + [ridge]) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    # a CPU's roof is a fraction of a TFLOP/s: there the axis reads in GFLOP/s
+    k, unit = (1.0, "TFLOP/s") if ceil.matmul_tflops >= 1 else (1e3, "GFLOP/s")
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=xs, y=[attainable_tflops(x, ceil) for x in xs], mode="lines", name="roof",
+    fig.add_trace(go.Scatter(x=xs, y=[k * attainable_tflops(x, ceil) for x in xs], mode="lines", name="roof",
                              line=dict(color="black"),
-                             hovertemplate="%{x:.3g} FLOP/byte → at most %{y:.3g} TFLOP/s<extra>roof</extra>"))
+                             hovertemplate=f"%{{x:.3g}} FLOP/byte → at most %{{y:.3g}} {unit}<extra>roof</extra>"))
     kinds = sorted({p.kind for p in points})
+    ys = {id(p): k * (p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil)) for p in points}
+    where = _label_positions(points, ys, x_span=(lo, hi), y_span=(min([*ys.values(), k * attainable_tflops(lo, ceil)]),
+                                                                 k * ceil.matmul_tflops))
     for kind in kinds:
         pts = [p for p in points if p.kind == kind]
-        y = [p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil) for p in pts]
         fig.add_trace(go.Scatter(
-            x=[p.intensity for p in pts], y=y, mode="markers+text", name=kind, text=[p.name for p in pts],
-            textposition="top center", marker=dict(size=10),
+            x=[p.intensity for p in pts], y=[ys[id(p)] for p in pts], mode="markers+text", name=kind,
+            text=[p.name for p in pts], textposition=[where[id(p)] for p in pts], marker=dict(size=10),
             hovertext=[f"{p.name}: {p.intensity:.3g} FLOP/byte, "
-                       + (f"{p.achieved_tflops:.3g} TFLOP/s = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
+                       + (f"{k * p.achieved_tflops:.3g} {unit} = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
             hovertemplate="%{hovertext}<extra></extra>"))
     fig.update_layout(
-        title=title or f"Roofline of {ceil.device_name}: {ceil.matmul_tflops:,.0f} TFLOP/s ({ceil.matmul_dtype} matmul), "
-                       f"{ceil.copy_gb_per_s:,.0f} GB/s (copy)",
+        title=title or f"Roofline of {ceil.device_name}<br><sup>{ceil.matmul_rate} ({ceil.matmul_dtype} matmul), "
+                       f"{ceil.copy_gb_per_s:,.0f} GB/s (copy), both measured here</sup>",
         xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
-        yaxis=dict(type="log", title="TFLOP/s"), height=480)
+        yaxis=dict(type="log", title=unit), height=480)
     # on a log axis a label's coordinate is an exponent: log_marker places the ridge's label at its log10
     figure_check.log_marker(fig, x=ridge, text=f"ridge {ridge:.0f} FLOP/byte")
     return fig

@@ -72,3 +72,49 @@ def test_a_notebook_cell_that_draws_a_figure_wrong_fails():
     bad.add_vline(x=255, annotation_text="ridge")
     outputs = [{"data": {"application/vnd.plotly.v1+json": bad.to_plotly_json()}}]
     assert conftest.misdrawn_figures(outputs) and not conftest.misdrawn_figures([{"data": {"text/plain": "x"}}])
+
+
+def test_a_title_wider_than_the_figure_a_clipped_legend_and_labels_over_one_another_are_caught():
+    fig = go.Figure([go.Bar(y=["step"], x=[v], name=n, orientation="h") for n, v in
+                     (("data 120 ms (72%)", 120), ("compute 40 ms (24%)", 40), ("other 6 ms (4%)", 6))])
+    fig.update_layout(barmode="stack", height=220, title="Median step: 166 ms")  # 01's chart: 3 entries, 40 px
+    assert any("the legend's 3 entries need about 67 px" in p for p in figure_check.problems(fig))
+    fig.update_layout(height=300, legend=dict(orientation="h", y=-0.4))
+    assert figure_check.problems(fig) == []
+    wide = go.Figure(go.Scatter(x=[1, 2], y=[1, 2]))
+    wide.update_layout(title="Roofline of CPU (x86_64, 2 cores): 0 TFLOP/s (float32 matmul), 28 GB/s (copy)")
+    assert "needs about 759 px of a 700 px wide figure" in figure_check.problems(wide)[0]
+    wide.update_layout(title="Roofline of CPU (x86_64, 2 cores)<br><sup>352 GFLOP/s (float32 matmul)</sup>")
+    assert figure_check.problems(wide) == []
+    over = go.Figure(go.Scatter(x=[0, 10], y=[0, 1]))
+    for name, x in (("optimizer", 4.0), ("forward", 4.6), ("backward", 9.0)):  # 04's phase labels
+        over.add_annotation(x=x, y=1.02, yref="paper", text=name, showarrow=False)
+    found = figure_check.problems(over)
+    assert found == ["the labels 'optimizer' and 'forward' are drawn over one another: shorten them, move one, or "
+                     "make the figure wider"]
+
+
+def test_ticks_past_ten_to_the_fifteen_nan_labels_and_far_away_lines_are_caught():
+    fig = go.Figure(go.Scatter(x=[1, 100], y=[0.5, 22.6]))
+    fig.update_xaxes(type="log", range=[0, 255])
+    assert any("runs to 10^255" in p and "NaN and Infinity" in p for p in figure_check.problems(fig))
+    ticks = go.Figure(go.Scatter(x=[1, 2], y=[1, 2]))
+    ticks.update_xaxes(tickvals=[1, 2], ticktext=["1", "NaN"])
+    assert "tick label 'NaN'" in figure_check.problems(ticks)[0]
+    line = go.Figure(go.Scatter(x=[1, 2, 3], y=[0.5, 10, 22.6]))
+    line.add_hline(y=500, annotation_text="target 500 ms")  # a linear axis stretched twenty times past the data
+    found = figure_check.problems(line)
+    assert any("the line" in p and "y=500" in p for p in found) and any("the label 'target 500 ms'" in p for p in found)
+    line.update_yaxes(range=[5, 30])
+    assert any("shows 5…30 but its data run 0.5…22.6" in p for p in figure_check.problems(line))
+    near = go.Figure(go.Scatter(x=[1, 2, 3], y=[0.5, 10, 22.6]))
+    near.add_hline(y=30, annotation_text="target 30 ms")  # a target just past the data is what a reader needs
+    assert figure_check.problems(near) == []
+
+
+def test_a_flop_rate_reads_in_its_unit():
+    from helpers.bench import flops_rate
+
+    assert (flops_rate(786.4), flops_rate(58.2), flops_rate(0.352), flops_rate(0.0352)) == (
+        "786 TFLOP/s", "58.2 TFLOP/s", "352 GFLOP/s", "35.2 GFLOP/s")
+    assert Ceilings("cpu", 0.352, "float32", 1024, 28.0, 2**28).matmul_rate == "352 GFLOP/s"

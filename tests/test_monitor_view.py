@@ -48,6 +48,30 @@ def test_host_record_draws_cpu_and_memory():
     assert [t.name for t in fig.data][:2] == ["CPU utilisation", "process memory (RSS)"]
 
 
+def _panel_titles(fig) -> list[str]:
+    return [a.text for a in fig.layout.annotations if a.yref == "paper" and a.xref == "paper"]
+
+
+def test_the_static_figure_shows_only_panels_with_data_and_is_named_by_what_it_watches():
+    # a CPU has no power or clock to read: three panels, not an empty fourth, and a title that says CPU
+    cpu = _record("host")
+    fig = monitor_view.build_figure(cpu)
+    assert _panel_titles(fig) == ["CPU utilisation (%)", "process memory (GiB)", "throughput (img/s)"]
+    assert fig.layout.title.text.startswith("CPU monitor") and fig.layout.height < 720
+    # a run that counted no steps (00's matmuls) has no throughput panel
+    no_steps = monitor_view.build_figure(MonitorRecord(source="nvml", devices=[0], period_s=0.25,
+                                                       samples=_record().samples))
+    assert _panel_titles(no_steps) == ["utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)"]
+    assert all(len(t.x) for t in no_steps.data)  # every line drawn has points
+    assert no_steps.layout.title.text == "GPU monitor"
+    assert monitor_view.default_title(_record(devices=(0, 1))) == "GPU monitor: 2 GPUs"
+    # the live widget keeps every panel its source can fill: they fill as the run goes
+    live = monitor_view._empty_figure(cpu, "live")
+    assert _panel_titles(live) == ["CPU utilisation (%)", "process memory (GiB)", "throughput (img/s)"]
+    for fig in (fig, no_steps, live):  # the legend clears the x axis's title, whatever the figure's height
+        assert fig.layout.legend.y * (fig.layout.height - 110) == pytest.approx(-60)
+
+
 def test_two_runs_overlaid():
     fig = monitor_view.compare_figure(_record(), _record("host"), labels=("slow", "fast"))
     names = [t.name for t in fig.data]
@@ -69,9 +93,12 @@ def test_live_view_batches_redraws_and_finishes_with_a_static_figure(fake_nvml, 
             time.sleep(0.01)
     assert isinstance(shown[0], go.FigureWidget)
     assert len(shown[0].data[0].x) > 0  # the widget holds data points
-    assert len(updates) == 1 and len(shown) == 1  # the widget's output replaced in place, nothing added
-    bundle, raw = updates[0]
-    assert raw and bundle["application/vnd.plotly.v1+json"]["data"][0]["x"]  # a static figure with data
+    # the widget's output emptied, and the static figure shown as an output of its own: a client with no widget
+    # front end (nbval, which drops display updates) keeps the figure, and so do the run's export and figure check
+    assert updates == [({"text/plain": ""}, True)] and len(shown) == 2
+    bundle = shown[1]
+    assert bundle["application/vnd.plotly.v1+json"]["data"][0]["x"]  # a static figure with data
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
     assert "GPU utilisation (NVML)" in capsys.readouterr().out  # and the one-line summary
 
 

@@ -211,9 +211,11 @@ def variants_table(stats: dict[str, RunStats], *, local: str | None = None):
 
 
 def variants_figure(table, *, title: str):
-    """Time per image of each variant, as bars."""
+    """Time per image of each variant, as horizontal bars: the variants' names read along their bars, first on top."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Bar(x=list(table.index), y=table["ms per image"] * 1e3, marker_color="#1f77b4"))
-    fig.update_layout(title=title, yaxis_title="µs per image (slowest rank)", height=360)
+    names = list(table.index)
+    fig = go.Figure(go.Bar(y=names, x=table["ms per image"] * 1e3, orientation="h", marker_color="#1f77b4"))
+    fig.update_layout(title=title, xaxis_title="µs per image (slowest rank)", height=160 + 28 * len(names),
+                      yaxis=dict(autorange="reversed"), margin=dict(l=20 + 7 * max(map(len, names), default=0)))
     return fig

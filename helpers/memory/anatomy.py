@@ -166,12 +166,14 @@ def anatomy_figure(items: list[Anatomy], *, title: str = "Where one training ste
     import plotly.graph_objects as go
 
     fig = go.Figure()
+    # each variant's name on two lines ("SGD + momentum<br>fp32"): side by side on one line they run together
+    labels = [a.label.replace(", ", "<br>", 1) for a in items]
     for part, attr in (("weights", "params"), ("gradients", "grads"), ("optimizer state", "optimizer_state"),
                        ("activations kept for backward", "activations")):
-        fig.add_trace(go.Bar(x=[a.label for a in items], y=[getattr(a, attr) / GIB for a in items], name=part))
+        fig.add_trace(go.Bar(x=labels, y=[getattr(a, attr) / GIB for a in items], name=part))
     peaks = [a.peak for a in items]
     if all(p is not None for p in peaks):
-        fig.add_trace(go.Scatter(x=[a.label for a in items], y=[p / GIB for p in peaks], mode="markers",
+        fig.add_trace(go.Scatter(x=labels, y=[p / GIB for p in peaks], mode="markers",
                                  marker=dict(symbol="line-ew", size=40, line=dict(width=3, color="black")),
                                  name="allocator peak of the step"))
     fig.update_layout(barmode="stack", title=title, yaxis_title="GiB", height=380)

@@ -198,6 +198,7 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("img/s", "peak memory (GiB)"))
+    budgets: set[float] = set()  # one line and label per budget: searches under the same one share it
     for s in searches:
         t = s.table()
         ok = t[t.fits]
@@ -211,7 +212,8 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
                                      marker_size=10, name=f"{s.label}: did not fit", legendgroup=s.label,
                                      hovertext=list(bad.why), hovertemplate="batch %{x}: %{hovertext}<extra></extra>"),
                           row=1, col=2)
-        if s.budget_gib is not None:
+        if s.budget_gib is not None and round(s.budget_gib, 3) not in budgets:
+            budgets.add(round(s.budget_gib, 3))
             fig.add_hline(y=s.budget_gib, line_dash="dot", annotation_text="budget", row=1, col=2)
     fig.update_xaxes(type="log", title="batch size")
     fig.update_layout(title=title, height=380)

@@ -29,7 +29,7 @@ from .. import nvml
 from .exporters import PrometheusExporter, write_tensorboard
 from .record import MonitorRecord, MonitorSummary
 from .telemetry import HostReader, NvmlReader
-from .view import LiveView, build_figure, in_notebook
+from .view import LiveView, build_figure, default_title, in_notebook
 
 __all__ = ["Monitor", "stop_all"]
 
@@ -69,7 +69,7 @@ class Monitor:
         allocator: bool = True,
         backend: Any = None,
         handles: list[Any] | None = None,
-        title: str = "GPU monitor",
+        title: str | None = None,
     ) -> None:
         if not (isinstance(period_s, (int, float)) and period_s > 0):
             raise ValueError(f"period_s={period_s!r}: use a positive number of seconds (0.25 is the default).")
@@ -78,7 +78,6 @@ class Monitor:
         self.period_s = float(period_s)
         self.window_s = window_s
         self.refresh_interval_s = 1.0 / refresh_hz
-        self.title = title
         self._lock = threading.RLock()
         self._stop_evt = threading.Event()
         self._thread: threading.Thread | None = None
@@ -88,6 +87,7 @@ class Monitor:
         self._readers, self.devices, self.source = self._make_readers(devices, backend, handles, pcie, gpm)
         self._allocator = allocator and self.source == "nvml" and backend is None
         self.record = MonitorRecord(source=self.source, devices=list(self.devices), period_s=self.period_s)
+        self.title = title or default_title(self.record)  # by what it watches: "GPU monitor", or the CPU's
         self._open_phases: list[dict[str, Any]] = []
         self._last_step_t: float | None = None
         self._view = None

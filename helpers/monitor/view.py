@@ -7,9 +7,9 @@ throughput. Phases are shaded bands across all panels.
 The live widget (``plotly.graph_objects.FigureWidget``, which needs
 ``anywidget``) is redrawn at most ``refresh_hz`` times a second, in one
 batched update, over the last ``window_s`` seconds. When the run ends, the
-widget's output is replaced in place by a static figure of the whole run, and
-a one-line summary is printed: a saved notebook, nbconvert and nbval (which
-have no widget front end) keep that, not an empty widget.
+widget's output is emptied and a static figure of the whole run follows it,
+with a one-line summary: a saved notebook, nbconvert and nbval (which have no
+widget front end) keep that, not an empty widget.
 """
 
 from __future__ import annotations
@@ -38,24 +38,31 @@ def in_notebook() -> bool:
     return ip is not None and hasattr(ip, "kernel")
 
 
+def _panels(record: MonitorRecord) -> tuple[str, ...]:
+    """The panels a record's source can fill: a GPU's four, or a CPU's three (no power or clock to read)."""
+    if record.source == "nvml":
+        return _PANELS
+    return ("CPU utilisation (%)", "process memory (GiB)", "throughput (img/s)")
+
+
 def _trace_specs(record: MonitorRecord) -> list[tuple[int, str, str, Any, bool]]:
-    """(panel row, trace name, sample key, device, on the secondary axis) for every line the view draws."""
+    """(panel index, trace name, sample key, device, on the secondary axis) for every line the view draws."""
     specs: list[tuple[int, str, str, Any, bool]] = []
     if record.source == "nvml":
         for d in record.devices or [None]:
             tag = f" GPU{d}" if len(record.devices) > 1 else ""
             specs += [
-                (1, f"NVML utilisation{tag}", "util_pct", d, False),
-                (1, f"SM activity (GPM){tag}", "sm_active_pct", d, False),
-                (1, f"tensor-core activity (GPM){tag}", "tensor_active_pct", d, False),
-                (2, f"NVML used{tag}", "mem_used_gib", d, False),
-                (2, f"PyTorch allocated{tag}", "alloc_gib", d, False),
-                (2, f"PyTorch reserved{tag}", "reserved_gib", d, False),
-                (3, f"power{tag}", "power_w", d, False),
-                (3, f"SM clock{tag}", "sm_clock_mhz", d, True),
+                (0, f"NVML utilisation{tag}", "util_pct", d, False),
+                (0, f"SM activity (GPM){tag}", "sm_active_pct", d, False),
+                (0, f"tensor-core activity (GPM){tag}", "tensor_active_pct", d, False),
+                (1, f"NVML used{tag}", "mem_used_gib", d, False),
+                (1, f"PyTorch allocated{tag}", "alloc_gib", d, False),
+                (1, f"PyTorch reserved{tag}", "reserved_gib", d, False),
+                (2, f"power{tag}", "power_w", d, False),
+                (2, f"SM clock{tag}", "sm_clock_mhz", d, True),
             ]
     else:
-        specs += [(1, "CPU utilisation", "cpu_pct", None, False), (2, "process memory (RSS)", "host_mem_gib", None, False)]
+        specs += [(0, "CPU utilisation", "cpu_pct", None, False), (1, "process memory (RSS)", "host_mem_gib", None, False)]
     return specs
 
 
@@ -76,25 +83,40 @@ def _binned(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, 
     return np.add.reduceat(x, edges[:-1]) / np.diff(edges), np.add.reduceat(y, edges[:-1]) / np.diff(edges)
 
 
-def _empty_figure(record: MonitorRecord, title: str):
+def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | None = None,
+                  lines: set[int] | None = None):
+    """The figure's panels and empty lines: every panel and line the record's source can fill, or only the panels
+    in ``shown`` and the lines (indices into :func:`_trace_specs`) in ``lines``."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    panels = [p for p in _panels(record) if shown is None or p in shown]
+    rows = {p: i + 1 for i, p in enumerate(panels)}
+    power = _PANELS[2]
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=_PANELS,
-        specs=[[{}], [{}], [{"secondary_y": True}], [{}]],
+        rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.24 / len(panels), subplot_titles=panels,
+        specs=[[{"secondary_y": True}] if p == power else [{}] for p in panels],
     )
-    for i, (row, name, _key, _dev, secondary) in enumerate(_trace_specs(record)):
+    fig._monitor_traces = []  # which spec (by index; None: the throughput line) each trace of the figure draws
+    every = _panels(record)
+    for i, (panel, name, _key, _dev, secondary) in enumerate(_trace_specs(record)):
+        if every[panel] not in rows or (lines is not None and i not in lines):
+            continue
         fig.add_trace(
             go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=_COLORS[i % len(_COLORS)])),
-            row=row, col=1, secondary_y=secondary if row == 3 else None,
+            row=rows[every[panel]], col=1, secondary_y=secondary if every[panel] == power else None,
         )
-    fig.add_trace(go.Scatter(x=[], y=[], name="img/s per step", mode="lines+markers", marker=dict(size=3),
-                             line=dict(color="#000000")), row=4, col=1)
+        fig._monitor_traces.append(i)
+    if every[-1] in rows:
+        fig.add_trace(go.Scatter(x=[], y=[], name="img/s per step", mode="lines+markers", marker=dict(size=3),
+                                 line=dict(color="#000000")), row=rows[every[-1]], col=1)
+        fig._monitor_traces.append(None)
     fig.update_yaxes(range=[0, 105], row=1, col=1)
-    fig.update_layout(title=title, height=720, margin=dict(l=50, r=20, t=70, b=40),
-                      legend=dict(orientation="h", y=-0.08), uirevision="monitor")
-    fig.update_xaxes(title_text="seconds since the monitor started", row=4, col=1)
+    height = 200 + 130 * len(panels)
+    # the legend sits under the x axis's ticks and title, about 60 px below the plot area, whatever its height
+    fig.update_layout(title=title, height=height, margin=dict(l=50, r=20, t=70, b=40),
+                      legend=dict(orientation="h", y=-60 / (height - 110)), uirevision="monitor")
+    fig.update_xaxes(title_text="seconds since the monitor started", row=len(panels), col=1)
     return fig
 
 
@@ -103,15 +125,19 @@ def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, ma
     t_end = max(cols.cols[0][0][-1:] + cols.cols[-1][0][-1:] + [0.0])
     t_from = t_end - window_s if window_s else -np.inf
     n = len(cols.specs)
-    for i, trace in enumerate(fig.data[:n]):
-        trace.x, trace.y = cols.window(i, t_from)
-    fig.data[n].x, fig.data[n].y = _binned(*cols.window(n, t_from), max_step_points)
+    drawn = getattr(fig, "_monitor_traces", None) or [*range(n), None]
+    for trace, i in zip(fig.data, drawn):
+        if i is None:
+            trace.x, trace.y = _binned(*cols.window(n, t_from), max_step_points)
+        else:
+            trace.x, trace.y = cols.window(i, t_from)
     _draw_phases(fig, phases, t_end)
 
 
 def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
     """Shaded bands and labels for the phases. They change rarely: redraw only when they do
-    (an open band grows in whole seconds)."""
+    (an open band grows in whole seconds). The labels go on rows above the first panel's title, each on the
+    lowest row where it clears the labels already there (short phases side by side would overlap)."""
     bands = tuple((ph["name"], ph["start_s"], ph["end_s"] if ph["end_s"] is not None else round(t_end))
                   for ph in phases)
     if getattr(fig, "_phase_bands", None) == bands:
@@ -122,19 +148,50 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
              fillcolor=_COLORS[i % len(_COLORS)], opacity=0.08, line_width=0, layer="below")
         for i, (_name, start, end) in enumerate(bands)
     ]
-    fig.layout.annotations = [a for a in fig.layout.annotations if a.text in _PANELS] + [
-        dict(x=(start + end) / 2, y=1.02, xref="x", yref="paper", text=name, showarrow=False, font=dict(size=10))
-        for name, start, end in bands
-    ]
+    margin = fig.layout.margin
+    plot_w = (fig.layout.width or 700) - (margin.l or 0) - (margin.r or 0)  # 700: the narrowest it is drawn
+    span = max(t_end, max((end for _n, _s, end in bands), default=0.0), 1e-9)
+    rows: list[list[tuple[float, float]]] = []
+    placed = []
+    for name, start, end in bands:
+        mid = (start + end) / 2 / span * plot_w
+        half = len(name) * 10 * 0.58 / 2 + 4  # the label's half width at font size 10, and a little room
+        row = next((k for k, taken in enumerate(rows) if all(mid + half < l or mid - half > r for l, r in taken)),
+                   len(rows))
+        if row == len(rows):
+            rows.append([])
+        rows[row].append((mid - half, mid + half))
+        placed.append((name, (start + end) / 2, row))
+    margin.t = 70 + 13 * len(rows)  # room above the first panel for its title and every row of labels
+    plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
+    labels = [dict(x=x, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
+                   font=dict(size=10), yanchor="bottom") for name, x, row in placed]
+    panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
+    fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
 
 
-def build_figure(record: MonitorRecord, *, title: str = "GPU monitor", window_s: float | None = None):
-    """A static ``go.Figure`` of a record (the whole run when ``window_s`` is None)."""
-    fig = _empty_figure(record, title)
+def build_figure(record: MonitorRecord, *, title: str | None = None, window_s: float | None = None):
+    """A static ``go.Figure`` of a record (the whole run when ``window_s`` is None), with only the panels and lines
+    that have data: no empty power panel on a CPU, no throughput panel for a run that counted no steps, no GPM
+    line where the GPU gives none."""
     cols = _Columns(record)
     cols.add(record.samples, record.steps)
+    every = _panels(record)
+    lines = {i for i, (xs, _ys) in enumerate(cols.cols[:-1]) if xs}  # no legend entry for a line never drawn (GPM)
+    shown = {every[cols.specs[i][0]] for i in lines}
+    if cols.cols[-1][0]:
+        shown.add(every[-1])
+    fig = _empty_figure(record, title or default_title(record), tuple(p for p in every if p in shown) or every[:1],
+                        lines)
     _apply(fig, cols, record.phases, window_s)
     return fig
+
+
+def default_title(record: MonitorRecord) -> str:
+    """What a monitor is called when its notebook gives it no title: by what it watches."""
+    if record.source == "nvml":
+        return "GPU monitor" if len(record.devices) <= 1 else f"GPU monitor: {len(record.devices)} GPUs"
+    return "CPU monitor (no GPU here)"
 
 
 def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("before", "after"),
@@ -262,16 +319,20 @@ class LiveView:
             self._lock.release()
 
     def finish(self) -> None:
-        """Replace the live widget by a static figure of the whole run, and print the summary."""
+        """Put a static figure of the whole run where the live widget was, and print the summary.
+
+        The figure is an output of its own, not an update of the widget's: nbval and other kernels' clients
+        without a widget front end drop display updates (nbval prints "unhandled iopub msg:
+        update_display_data"), so a saved run, its export and the figure check would keep only the widget's
+        empty placeholder. The live widget's output is emptied, so a live notebook shows the figure once.
+        """
         import plotly.io as pio
         from IPython.display import display
 
         summary = self.monitor.summary_text()
-        # A raw mime bundle: plotly's own display hook would ignore the display id and add a new output.
+        if self._handle is not None:
+            self._handle.update({"text/plain": ""}, raw=True)
         bundle = pio.renderers["plotly_mimetype"].to_mimebundle(self.monitor.figure())
         bundle["text/plain"] = f"<{self.monitor.title}: {summary}>"
-        if self._handle is not None:
-            self._handle.update(bundle, raw=True)
-        else:
-            display(bundle, raw=True)
+        display(bundle, raw=True)
         print(summary)
