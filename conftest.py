@@ -5,7 +5,8 @@ Every nbval run ends with a table of each notebook's run time and its slowest ce
 notebook is saved there with the outputs nbval collected, and ``timings.json`` records each notebook's
 wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in git stay output-free.
 A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it; so does one
-whose plotly figure misses its data on a log axis or draws a label far from it (``helpers.figure_check``).
+whose plotly figure is drawn wrong: an axis that misses its data, a label or line far from it, a cut title or
+legend, labels over one another, NaN ticks (``helpers.figure_check``).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def pytest_runtest_call(item):
                 "this cell shows a table that is hard to read: " + "; ".join(problems)
                 + ". Show it with helpers.tables.readable(df), and say in df.attrs['missing'] why a value is missing."))
         misdrawn = misdrawn_figures(getattr(item, "test_outputs", None))
-        if misdrawn and not problems:  # a figure whose axis misses its data, or a label drawn far from it
+        if misdrawn and not problems:  # a figure drawn wrong (helpers.figure_check.problems says how)
             outcome.force_exception(AssertionError("this cell draws a figure wrong: " + "; ".join(misdrawn) + "."))
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()

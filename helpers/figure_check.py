@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "SLACK_DECADES", "MAX_DECADE"]
+__all__ = ["problems", "log_marker", "text_width", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -58,8 +58,9 @@ def _values(trace: dict, letter: str) -> list[float]:
 
 #: Beyond this power of ten a tick label is no longer a number a reader can use (and plotly's reach NaN×10^Infinity).
 MAX_DECADE = 15
-#: Plotly's defaults, used where a figure sets none: its size in a static export and its margins.
-_WIDTH, _HEIGHT = 700, 450
+#: Plotly's defaults, used where a figure sets none: its size in a static export (the narrowest it is drawn)
+#: and its margins.
+DEFAULT_WIDTH, _HEIGHT = 700, 450
 _MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}
 _TEXT_W = 0.58  # a sans-serif character's mean width, as a share of the font size: enough to catch overlaps
 
@@ -72,15 +73,17 @@ def _plain(text: str) -> str:
     return re.sub(r"<[^>]+>", "", text or "")
 
 
-def _text_width(text: str, size: float) -> float:
-    """Pixels a label needs: its longest line (``<br>`` breaks one) at ``size``."""
+def text_width(text: str, size: float) -> float:
+    """Pixels a label needs, estimated: its longest line (``<br>`` breaks one) at font ``size``. What the check
+    measures overlaps with, and what a figure that places its own labels (the monitor's phases, the roofline's
+    points) should use to keep them apart."""
     lines = re.split(r"<br\s*/?>", text or "", flags=re.I)
     return max(len(_plain(line)) for line in lines) * size * _TEXT_W
 
 
 def _frame(layout: dict) -> tuple[float, float, dict]:
     margin = {**_MARGIN, **{k: v for k, v in (layout.get("margin") or {}).items() if k in _MARGIN}}
-    return float(layout.get("width") or _WIDTH), float(layout.get("height") or _HEIGHT), margin
+    return float(layout.get("width") or DEFAULT_WIDTH), float(layout.get("height") or _HEIGHT), margin
 
 
 def _extent(layout: dict, key: str, values: list[float]) -> tuple[float, float] | None:
@@ -201,8 +204,8 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
     title = layout.get("title")
     text = _title_text(title)
     size = ((title.get("font") or {}).get("size") if isinstance(title, dict) else None) or 17
-    if text and _text_width(text, size) > width - 20:
-        out.append(f"the title '{_plain(text)}' needs about {_text_width(text, size):.0f} px of a {width:.0f} px wide "
+    if text and text_width(text, size) > width - 20:
+        out.append(f"the title '{_plain(text)}' needs about {text_width(text, size):.0f} px of a {width:.0f} px wide "
                    "figure: shorten it or break it with <br>")
     legend = layout.get("legend") or {}
     shown = [t for t in d.get("data", []) if t.get("name") and t.get("showlegend", True) is not False]
@@ -235,7 +238,7 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
                         return None
                     frac = dom[0] + (float(v) - ext[0]) / (ext[1] - ext[0]) * (dom[1] - dom[0])
             spans[letter] = lo_px + (frac if letter == "x" else 1 - frac) * span_px
-        w = _text_width(a.get("text", ""), size)
+        w = text_width(a.get("text", ""), size)
         anchor = a.get("xanchor", "auto")
         if anchor == "auto":
             anchor = "center"

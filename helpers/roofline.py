@@ -154,7 +154,7 @@ def _label_positions(points: list[RooflinePoint], ys: dict[int, float], *, x_spa
     out = {}
     for p in sorted(points, key=lambda p: (p.intensity, ys[id(p)])):
         x, y = px(p.intensity, x_span, width), height - px(ys[id(p)], y_span, height)
-        w, h = len(p.name) * 12 * 0.58, 14.0
+        w, h = figure_check.text_width(p.name, 12), 14.0
         boxes = {"top center": (x - w / 2, x + w / 2, y - 8 - h, y - 8),
                  "bottom center": (x - w / 2, x + w / 2, y + 8, y + 8 + h),
                  "middle right": (x + 8, x + 8 + w, y - h / 2, y + h / 2),

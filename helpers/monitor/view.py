@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import figure_check
 from .record import MonitorRecord, MonitorSummary
 
 __all__ = ["in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
@@ -149,13 +150,13 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
         for i, (_name, start, end) in enumerate(bands)
     ]
     margin = fig.layout.margin
-    plot_w = (fig.layout.width or 700) - (margin.l or 0) - (margin.r or 0)  # 700: the narrowest it is drawn
+    plot_w = (fig.layout.width or figure_check.DEFAULT_WIDTH) - (margin.l or 0) - (margin.r or 0)
     span = max(t_end, max((end for _n, _s, end in bands), default=0.0), 1e-9)
     rows: list[list[tuple[float, float]]] = []
     placed = []
     for name, start, end in bands:
         mid = (start + end) / 2 / span * plot_w
-        half = len(name) * 10 * 0.58 / 2 + 4  # the label's half width at font size 10, and a little room
+        half = figure_check.text_width(name, 10) / 2 + 4  # the label's half width at font size 10, and a little room
         row = next((k for k, taken in enumerate(rows) if all(mid + half < l or mid - half > r for l, r in taken)),
                    len(rows))
         if row == len(rows):
