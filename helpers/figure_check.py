@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "text_width", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
+__all__ = ["problems", "log_marker", "text_width", "legend_width", "label_rows", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -79,6 +79,28 @@ def text_width(text: str, size: float) -> float:
     points) should use to keep them apart."""
     lines = re.split(r"<br\s*/?>", text or "", flags=re.I)
     return max(len(_plain(line)) for line in lines) * size * _TEXT_W
+
+
+def legend_width(names: list[str]) -> float:
+    """Pixels a vertical legend of these entries takes at the figure's right (its widest entry, the symbol)."""
+    return max((text_width(n, 12) for n in names), default=0.0) + 40
+
+
+def label_rows(spans: list[tuple[float, float]]) -> list[int]:
+    """For labels side by side, each given as its (left, right) in pixels, in the order they are placed: the row
+    each goes on, the lowest where it clears every label already there (0 for all when none overlap)::
+
+        label_rows([(0, 60), (50, 90), (100, 140)]) == [0, 1, 0]
+    """
+    rows: list[list[tuple[float, float]]] = []
+    out = []
+    for left, right in spans:
+        k = next((i for i, taken in enumerate(rows) if all(right < l or left > r for l, r in taken)), len(rows))
+        if k == len(rows):
+            rows.append([])
+        rows[k].append((left, right))
+        out.append(k)
+    return out
 
 
 def _frame(layout: dict) -> tuple[float, float, dict]:
@@ -210,13 +232,14 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
     legend = layout.get("legend") or {}
     shown = [t for t in d.get("data", []) if t.get("name") and t.get("showlegend", True) is not False]
     if layout.get("showlegend", len(shown) > 1) is not False and legend.get("orientation", "v") == "v" and shown:
+        plot_w -= legend_width([t["name"] for t in shown])  # a vertical legend takes its width from the plot area
         need = 19 * len(shown) + 10  # plotly scrolls a vertical legend taller than the plot area: a picture cuts it
         if need > plot_h + 12:
             out.append(f"the legend's {len(shown)} entries need about {need} px, and the plot area is "
                        f"{plot_h:.0f} px high: make the figure taller or the legend horizontal")
 
     def box(a: dict) -> tuple[float, float, float, float] | None:
-        """(left, right, y centre, font size) in pixels from the figure's top-left."""
+        """(left, right, top, bottom) in pixels from the figure's top-left."""
         size = float((a.get("font") or {}).get("size") or 12)
         spans = {}
         for letter, lo_px, span_px in (("x", m["l"], plot_w), ("y", m["t"], plot_h)):
@@ -243,13 +266,14 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
         if anchor == "auto":
             anchor = "center"
         left = {"left": spans["x"], "right": spans["x"] - w}.get(anchor, spans["x"] - w / 2)
-        return left, left + w, spans["y"], size
+        top = {"bottom": spans["y"] - size, "top": spans["y"]}.get(a.get("yanchor", "auto"), spans["y"] - size / 2)
+        return left, left + w, top, top + size
 
     labels = [(a, box(a)) for a in layout.get("annotations", []) if _plain(a.get("text", "")).strip()]
     labels = [(a, b) for a, b in labels if b is not None and not a.get("showarrow", True) is True]
-    for i, (a, (l1, r1, y1, s1)) in enumerate(labels):
-        for b, (l2, r2, y2, s2) in labels[i + 1:]:
-            if abs(y1 - y2) < 0.8 * max(s1, s2) and min(r1, r2) - max(l1, l2) > 2:
+    for i, (a, (l1, r1, t1, b1)) in enumerate(labels):
+        for b, (l2, r2, t2, b2) in labels[i + 1:]:
+            if min(b1, b2) - max(t1, t2) > 3 and min(r1, r2) - max(l1, l2) > 2:  # boxes meet by more than a hair
                 out.append(f"the labels '{_plain(a.get('text'))}' and '{_plain(b.get('text'))}' are drawn over one "
                            "another: shorten them, move one, or make the figure wider")
     return out

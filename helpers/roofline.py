@@ -141,29 +141,55 @@ def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFra
     return pd.DataFrame(rows)
 
 
-def _label_positions(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[float, float],
-                     y_span: tuple[float, float], width: float = 440.0, height: float = 300.0) -> dict[int, str]:
-    """Where each point's name goes (plotly's ``textposition``) so that no two names are drawn over one another:
-    above the point where there is room, else below, right or left (points of one layer often sit together).
-    Estimated on the plot area of a 700 × 480 figure with its legend, the smallest it is drawn."""
+def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[float, float],
+            y_span: tuple[float, float], ridge: tuple[float, str] | None = None, width: float = 440.0,
+            height: float = 300.0) -> dict[int, tuple[str, str]]:
+    """Each point's label and where it goes (plotly's ``textposition``), so that no two are drawn over one another.
+    Points that land on one another (the same layer repeated: relu·1, relu·2) share one label on the first of them;
+    a label goes above its point where there is room, else below, right or left, and clear of the ridge's label
+    (``ridge``: its intensity and text, at the top of the plot). Estimated on the plot area of a 700 × 480 figure
+    with its legend, the smallest it is drawn."""
     def px(v: float, span: tuple[float, float], size: float) -> float:
         a, b = math.log10(max(span[0], 1e-30)), math.log10(max(span[1], 1e-30))
         return (math.log10(max(v, 1e-30)) - a) / ((b - a) or 1.0) * size
 
-    taken: list[tuple[float, float, float, float]] = []
-    out = {}
+    at = {id(p): (px(p.intensity, x_span, width), height - px(ys[id(p)], y_span, height)) for p in points}
+    groups: list[list[RooflinePoint]] = []
     for p in sorted(points, key=lambda p: (p.intensity, ys[id(p)])):
-        x, y = px(p.intensity, x_span, width), height - px(ys[id(p)], y_span, height)
-        w, h = figure_check.text_width(p.name, 12), 14.0
+        near = next((g for g in groups if g[0].kind == p.kind and any(math.dist(at[id(q)], at[id(p)]) < 8 for q in g)),
+                    None)
+        if near is not None:
+            near.append(p)
+        else:
+            groups.append([p])
+    # every marker is taken, and so is the ridge's label (log_marker draws it from the line's top, to the right;
+    # the band above it too, where plotly's padding puts the highest points' labels)
+    taken = [(x - 6, x + 6, y - 6, y + 6) for x, y in at.values()]
+    if ridge is not None:
+        x = px(ridge[0], x_span, width)
+        taken.append((x, x + figure_check.text_width(ridge[1], 12), -30.0, 16.0))
+    out = {id(p): ("", "top center") for p in points}
+    for g in groups:
+        name = ", ".join(p.name for p in g)
+        x, y = at[id(g[0])]
+        w, h = figure_check.text_width(name, 12), 14.0
         boxes = {"top center": (x - w / 2, x + w / 2, y - 8 - h, y - 8),
                  "bottom center": (x - w / 2, x + w / 2, y + 8, y + 8 + h),
                  "middle right": (x + 8, x + 8 + w, y - h / 2, y + h / 2),
-                 "middle left": (x - 8 - w, x - 8, y - h / 2, y + h / 2)}
-        free = [pos for pos, (l, r, t, b) in boxes.items()
-                if all(r < l2 or l > r2 or b < t2 or t > b2 for l2, r2, t2, b2 in taken)]
-        pos = free[0] if free else "top center"
+                 "middle left": (x - 8 - w, x - 8, y - h / 2, y + h / 2),
+                 "bottom right": (x + 4, x + 4 + w, y + 8, y + 8 + h),
+                 "bottom left": (x - 4 - w, x - 4, y + 8, y + 8 + h),
+                 "top right": (x + 4, x + 4 + w, y - 8 - h, y - 8),
+                 "top left": (x - 4 - w, x - 4, y - 8 - h, y - 8)}
+
+        def clashes(pos: str) -> int:
+            l, r, t, b = boxes[pos]
+            outside = l < 0 or r > width or t < -12 or b > height + 12  # plotly clips a point's text to the axes
+            return 2 * outside + sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
+
+        pos = min(boxes, key=clashes)  # the first free place, else the one that covers the fewest
         taken.append(boxes[pos])
-        out[id(p)] = pos
+        out[id(g[0])] = (name, pos)
     return out
 
 
@@ -183,13 +209,14 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
                              hovertemplate=f"%{{x:.3g}} FLOP/byte → at most %{{y:.3g}} {unit}<extra>roof</extra>"))
     kinds = sorted({p.kind for p in points})
     ys = {id(p): k * (p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil)) for p in points}
-    where = _label_positions(points, ys, x_span=(lo, hi), y_span=(min([*ys.values(), k * attainable_tflops(lo, ceil)]),
-                                                                 k * ceil.matmul_tflops))
+    ridge_text = f"ridge {ridge:.0f} FLOP/byte"
+    labels = _labels(points, ys, x_span=(lo, hi), ridge=(ridge, ridge_text),
+                     y_span=(min([*ys.values(), k * attainable_tflops(lo, ceil)]), max([*ys.values(), k * ceil.matmul_tflops])))
     for kind in kinds:
         pts = [p for p in points if p.kind == kind]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in pts], y=[ys[id(p)] for p in pts], mode="markers+text", name=kind,
-            text=[p.name for p in pts], textposition=[where[id(p)] for p in pts], marker=dict(size=10),
+            text=[labels[id(p)][0] for p in pts], textposition=[labels[id(p)][1] for p in pts], marker=dict(size=10),
             hovertext=[f"{p.name}: {p.intensity:.3g} FLOP/byte, "
                        + (f"{k * p.achieved_tflops:.3g} {unit} = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
@@ -200,7 +227,7 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
         xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
         yaxis=dict(type="log", title=unit), height=480)
     # on a log axis a label's coordinate is an exponent: log_marker places the ridge's label at its log10
-    figure_check.log_marker(fig, x=ridge, text=f"ridge {ridge:.0f} FLOP/byte")
+    figure_check.log_marker(fig, x=ridge, text=ridge_text)
     return fig
 
 

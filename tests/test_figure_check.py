@@ -118,3 +118,33 @@ def test_a_flop_rate_reads_in_its_unit():
     assert (flops_rate(786.4), flops_rate(58.2), flops_rate(0.352), flops_rate(0.0352)) == (
         "786 TFLOP/s", "58.2 TFLOP/s", "352 GFLOP/s", "35.2 GFLOP/s")
     assert Ceilings("cpu", 0.352, "float32", 1024, 28.0, 2**28).matmul_rate == "352 GFLOP/s"
+
+
+def test_phase_labels_of_a_short_phase_go_on_another_row_and_the_check_sees_it():
+    """04's memory timeline: a short optimizer phase and the next forward, named side by side, ran together."""
+    from helpers.memory.timeline import MemoryTimeline, timeline_figure
+
+    phases = (("forward", 0.0, 10.0), ("backward", 10.0, 20.0), ("optimizer", 20.0, 21.0), ("forward", 21.0, 31.0))
+    tl = MemoryTimeline("cuda", (0.0, 15.0, 31.0), (0, 2**30, 0), (2**30, 2**30, 2**30), phases)
+    fig = timeline_figure(tl)
+    assert figure_check.problems(fig) == []
+    rows = [a.y for a in fig.layout.annotations]
+    assert rows[2] != rows[3] and rows[0] == rows[1] == rows[2]  # the short phase's neighbour moved down a row
+    same_row = go.Figure(fig)
+    for a in same_row.layout.annotations:
+        a.y = 1
+    assert any("'optimizer' and 'forward' are drawn over one another" in p for p in figure_check.problems(same_row))
+    assert figure_check.label_rows([(0, 60), (50, 90), (100, 140)]) == [0, 1, 0]
+
+
+def test_roofline_points_on_one_another_share_a_label_and_near_ones_move_apart():
+    ceil = Ceilings("cpu", 0.33, "float32", 1024, 39.0, 2**28)  # a CPU: the axis reads GFLOP/s
+    points = [roofline.RooflinePoint(f"relu·{i}", 1e6, 8e6, "elementwise", ms) for i, ms in ((1, 0.1), (2, 0.1))]
+    points += [roofline.RooflinePoint("conv2", 1e9, 6e6, "convolution", 5.0),
+               roofline.RooflinePoint("conv3", 1.3e9, 6e6, "convolution", 6.0)]  # 12 px to the right
+    fig = roofline.roofline_figure(points, ceil)
+    assert fig.layout.yaxis.title.text == "GFLOP/s"
+    texts = {t.name: (list(t.text), list(t.textposition)) for t in fig.data if t.name != "roof"}
+    assert texts["elementwise"][0] == ["relu·1, relu·2", ""]  # the same place: one label
+    (conv2, conv3), positions = texts["convolution"]
+    assert {conv2, conv3} == {"conv2", "conv3"} and positions[0] != positions[1]  # side by side: apart

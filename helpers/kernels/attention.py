@@ -155,8 +155,9 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     from plotly.subplots import make_subplots
 
     mem = "peak GiB" if df["naive peak GiB"].notna().any() else "saved MiB"
-    unit = "GiB, allocator peak above the inputs" if mem == "peak GiB" else "MiB kept for the backward pass"
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward (ms)", f"memory ({unit})"))
+    unit = "GiB at the allocator's peak, above the inputs" if mem == "peak GiB" else "MiB kept for the backward pass"
+    # short panel titles, the units on the y axes: two long titles side by side run into one another
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward", "memory"), horizontal_spacing=0.14)
     for name, color in (("naive", "#d62728"), ("SDPA", "#2ca02c")):
         fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} ms"], name=name, mode="lines+markers",
                                  line=dict(color=color)), row=1, col=1)
@@ -164,6 +165,8 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
                                  line=dict(color=color), showlegend=False), row=1, col=2)
     fig.update_xaxes(type="log", title="sequence length")
     fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    fig.update_yaxes(title_text=unit, row=1, col=2)
     fig.update_layout(title=f"Attention: naive vs scaled_dot_product_attention<br><sup>SDPA chose the "
                             f"{df['SDPA kernel'].iloc[-1]} kernel</sup>",
                       height=400)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .. import env, timebox
+from ..svg import PALETTE
 from .anatomy import GIB, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
 __all__ = ["Trial", "BatchSearch", "free_memory", "step_probe", "try_batch", "largest_batch", "search_figure"]
@@ -199,17 +200,19 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("img/s", "peak memory (GiB)"))
     budgets: set[float] = set()  # one line and label per budget: searches under the same one share it
-    for s in searches:
+    for i, s in enumerate(searches):
+        color = PALETTE[i % len(PALETTE)]  # one colour per search in both panels (plotly would give each trace its own)
         t = s.table()
         ok = t[t.fits]
         fig.add_trace(go.Scatter(x=ok.batch, y=ok.img_per_s, mode="lines+markers", name=s.label,
-                                 legendgroup=s.label), row=1, col=1)
+                                 legendgroup=s.label, line=dict(color=color)), row=1, col=1)
         fig.add_trace(go.Scatter(x=ok.batch, y=ok.peak_gib, mode="lines+markers", name=s.label,
-                                 legendgroup=s.label, showlegend=False), row=1, col=2)
+                                 legendgroup=s.label, showlegend=False, line=dict(color=color)), row=1, col=2)
         bad = t[~t.fits]
         if len(bad):
             fig.add_trace(go.Scatter(x=bad.batch, y=[0] * len(bad), mode="markers", marker_symbol="x",
-                                     marker_size=10, name=f"{s.label}: did not fit", legendgroup=s.label,
+                                     marker_size=10, marker_color=color, name=f"{s.label}: did not fit",
+                                     legendgroup=s.label,
                                      hovertext=list(bad.why), hovertemplate="batch %{x}: %{hovertext}<extra></extra>"),
                           row=1, col=2)
         if s.budget_gib is not None and round(s.budget_gib, 3) not in budgets:

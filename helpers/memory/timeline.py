@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from .. import env, profiling
+from .. import env, figure_check, profiling
 
 __all__ = ["MemoryTimeline", "memory_timeline", "timeline_figure"]
 
@@ -70,9 +70,18 @@ def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
                                  name="reserved (allocator's pool)", line=dict(dash="dot")))
     colors = {"forward": "rgba(31,119,180,0.12)", "backward": "rgba(255,127,14,0.12)",
               "optimizer": "rgba(44,160,44,0.15)"}
-    for name, start, end in tl.phases:
-        fig.add_vrect(x0=start, x1=end, fillcolor=colors[name], line_width=0, annotation_text=name,
-                      annotation_position="top left")
+    height = 380
+    legend_w = figure_check.legend_width([t.name for t in fig.data]) if len(fig.data) > 1 else 0  # at the right
+    plot_w, plot_h = figure_check.DEFAULT_WIDTH - 160 - legend_w, height - 180
+    span = max([*tl.t_ms, *(end for _n, _s, end in tl.phases), 1e-9])
+    # each phase named at its band's top left, on the lowest row where it clears the others (a short optimizer
+    # phase and the next forward would be drawn over one another)
+    rows = figure_check.label_rows([(start / span * plot_w, start / span * plot_w + figure_check.text_width(name, 12) + 8)
+                                    for name, start, _end in tl.phases])
+    for (name, start, end), row in zip(tl.phases, rows):
+        fig.add_vrect(x0=start, x1=end, fillcolor=colors[name], line_width=0)
+        fig.add_annotation(x=start, xanchor="left", y=1 - 16 * row / plot_h, yref="paper", yanchor="top", text=name,
+                           showarrow=False)
     fig.update_layout(title=title or f"Memory over time ({tl.device}): peak {tl.peak / gib:.2f} GiB allocated",
-                      xaxis_title="ms since the first allocation", yaxis_title="GiB", height=380)
+                      xaxis_title="ms since the first allocation", yaxis_title="GiB", height=height)
     return fig

@@ -152,21 +152,16 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
     margin = fig.layout.margin
     plot_w = (fig.layout.width or figure_check.DEFAULT_WIDTH) - (margin.l or 0) - (margin.r or 0)
     span = max(t_end, max((end for _n, _s, end in bands), default=0.0), 1e-9)
-    rows: list[list[tuple[float, float]]] = []
-    placed = []
+    spans = []
     for name, start, end in bands:
         mid = (start + end) / 2 / span * plot_w
         half = figure_check.text_width(name, 10) / 2 + 4  # the label's half width at font size 10, and a little room
-        row = next((k for k, taken in enumerate(rows) if all(mid + half < l or mid - half > r for l, r in taken)),
-                   len(rows))
-        if row == len(rows):
-            rows.append([])
-        rows[row].append((mid - half, mid + half))
-        placed.append((name, (start + end) / 2, row))
-    margin.t = 70 + 13 * len(rows)  # room above the first panel for its title and every row of labels
+        spans.append((mid - half, mid + half))
+    rows = figure_check.label_rows(spans)
+    margin.t = 70 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
     plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
-    labels = [dict(x=x, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
-                   font=dict(size=10), yanchor="bottom") for name, x, row in placed]
+    labels = [dict(x=(start + end) / 2, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name,
+                   showarrow=False, font=dict(size=10), yanchor="bottom") for (name, start, end), row in zip(bands, rows)]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
 
