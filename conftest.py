@@ -6,13 +6,15 @@ notebook is saved there with the outputs nbval collected, and ``timings.json`` r
 wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in git stay output-free.
 A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it; so does one
 whose plotly figure is drawn wrong: an axis that misses its data, a label or line far from it, a cut title or
-legend, labels over one another, NaN ticks (``helpers.figure_check``).
+legend, labels over one another, NaN ticks (``helpers.figure_check``); and so does one that prints on stderr
+anything but a Python warning (a library's log lines show as red boxes that look like errors to a learner).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -58,6 +60,30 @@ def misdrawn_figures(outputs) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+#: The first line of a Python warning as ``warnings`` prints it: ``/path/file.py:87: UserWarning: message``.
+_WARNING = re.compile(r"^.*:\d+: [A-Za-z_.]*Warning: ")
+
+
+def stray_stderr(outputs) -> list[str]:
+    """The lines a cell printed on stderr that are not part of a Python warning (its first line, and the indented
+    lines and message lines after it that ``warnings`` prints): the course shows a learner no other stderr."""
+    stray = []
+    for out in outputs or []:
+        if out.get("output_type") != "stream" or out.get("name") != "stderr":
+            continue
+        text = out.get("text", "")
+        in_warning = False
+        for line in ("".join(text) if isinstance(text, list) else text).splitlines():
+            if _WARNING.match(line):
+                in_warning = True
+            elif not line.strip() or (in_warning and line.startswith((" ", "\t"))):
+                continue
+            else:
+                in_warning = False
+                stray.append(line if len(line) <= 120 else line[:117] + "...")
+    return list(dict.fromkeys(stray))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     start = time.perf_counter()
@@ -72,6 +98,12 @@ def pytest_runtest_call(item):
         misdrawn = misdrawn_figures(getattr(item, "test_outputs", None))
         if misdrawn and not problems:  # a figure drawn wrong (helpers.figure_check.problems says how)
             outcome.force_exception(AssertionError("this cell draws a figure wrong: " + "; ".join(misdrawn) + "."))
+        stray = stray_stderr(getattr(item, "test_outputs", None))
+        if stray and not problems and not misdrawn:
+            outcome.force_exception(AssertionError(
+                f"this cell prints on stderr what is not a warning ({len(stray)} lines; the first: {stray[0]!r}): "
+                "keep a library's log lines off the learner's screen (helpers/__init__.py quiets Kineto's), and print "
+                "what the learner should read on stdout."))
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()
         key = str(item.parent.path)

@@ -7,8 +7,8 @@
 Layers, bottom to top; a module imports only from layers below its own, and never in a circle
 (tests/test_import_layers.py holds the table and fails on an import that points up or round):
 
-    notices · svg · tables · figure_check            say a thing once; draw a chart; a table to read; a figure that
-                                                     shows its data
+    figure_check                                     a figure that shows its data; how wide a label is
+    notices · svg · tables                           say a thing once; draw a chart; a table to read
     nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
     machine_profiles                                 learner machines a large GPU stands in for (one table)
     env                                              where am I running, at what scale
@@ -21,12 +21,12 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      step's memory goes; accumulation; expandable segments; torchrun
                                                      from a notebook
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
-    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard
+    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry
                                                      input pipelines; torch.profiler; the roofline; launches; CUDA
                                                      graphs replayed and timed; softmax variants; attention; the
                                                      largest batch; the DDP worker; one rank's trace and HTA's
-                                                     overlap; torchrun on many nodes, Slurm; the final challenge's
-                                                     leaderboard (SQLite)
+                                                     overlap; torchrun on many nodes, Slurm; a leaderboard entry
+    leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
                                                      memory over time
@@ -40,9 +40,10 @@ Each module has ``__all__`` and a docstring that shows its use.
 
 import os as _os
 
-# Kineto (torch.profiler's engine) logs C++ errors such as "gpuGetDeviceCount failed"
-# to stderr on CPU-only machines; they are harmless and confuse learners.
-_os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+# Kineto (torch.profiler's engine) writes its own log lines to stderr: C++ errors such as "gpuGetDeviceCount
+# failed" on CPU-only machines, and (PyTorch 2.14) "USDT: ... profiler_start/profiler_stop" around every profile at
+# every level below 6. They are harmless, and in a notebook they show as red boxes that look like errors.
+_os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 # Triton reads TRITON_INTERPRET when it is imported: on a machine with no CUDA GPU, set it first, so the course's
 # Triton kernels run through Triton's interpreter (correct, slow) instead of failing to find a GPU.

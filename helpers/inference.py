@@ -167,7 +167,7 @@ class ServingSweep:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        fig = make_subplots(rows=1, cols=2, subplot_titles=("p99 latency per call (ms)", "throughput (img/s)"))
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("p99 latency per call", "throughput"))
         for i, name in enumerate(dict.fromkeys(p.variant for p in self.points)):
             pts = self.of(name)
             color = PALETTE[i % len(PALETTE)]
@@ -178,9 +178,11 @@ class ServingSweep:
                                      showlegend=False, line=dict(color=color)), row=1, col=2)
         fig.update_xaxes(type="log", title_text="batch size")
         fig.update_yaxes(type="log")
+        fig.update_yaxes(title_text="ms", row=1, col=1)
+        fig.update_yaxes(title_text="img/s", row=1, col=2)
         if p99_target_ms is not None:  # its label at the target's log10: on a log axis a label's y is an exponent
             figure_check.log_marker(fig, y=p99_target_ms, text=f"target {p99_target_ms:g} ms", row=1, col=1)
-        fig.update_layout(title=f"Serving the reference network at {self.image_size}² on {self.device}", height=420)
+        fig.update_layout(title=f"Serving the reference network at {self.image_size}²<br><sup>{self.device}</sup>", height=420)
         return fig
 
 

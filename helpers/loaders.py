@@ -214,7 +214,7 @@ def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa:
 
 
 def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)"):  # noqa: F821
-    """Batch size × workers heatmaps, one panel per pin_memory setting, the best cell marked."""
+    """Batch size × workers heatmaps, one panel per pin_memory setting, the best cell outlined and starred (★)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -224,15 +224,19 @@ def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)")
     best = df.loc[df["img_per_s"].idxmax()]
     for i, pin in enumerate(pins, start=1):
         sub = df[df["pin_memory"] == pin].pivot(index="batch_size", columns="num_workers", values="img_per_s")
+        here = bool(best.pin_memory) == bool(pin)
+        bi, bj = (list(sub.index).index(best.batch_size), list(sub.columns).index(best.num_workers)) if here else (-1, -1)
+        # the best cell keeps its value readable: a star beside the number and a red outline, not a marker on it
+        text = [[f"★ {v:,.0f}" if (i_, j) == (bi, bj) else f"{v:,.0f}" for j, v in enumerate(r)]
+                for i_, r in enumerate(sub.values)]
         fig.add_trace(go.Heatmap(
             z=sub.values, x=[str(c) for c in sub.columns], y=[str(r) for r in sub.index], zmin=0, zmax=zmax,
-            colorscale="Viridis", showscale=i == len(pins), text=[[f"{v:,.0f}" for v in r] for r in sub.values],
+            colorscale="Viridis", showscale=i == len(pins), text=text,
             texttemplate="%{text}", hovertemplate="batch %{y}, %{x} workers: %{z:,.0f} img/s<extra></extra>",
         ), row=1, col=i)
-        if bool(best.pin_memory) == bool(pin):
-            fig.add_trace(go.Scatter(x=[str(int(best.num_workers))], y=[str(int(best.batch_size))], mode="markers",
-                                     marker=dict(symbol="star", size=18, color="red"), name="best",
-                                     showlegend=False), row=1, col=i)
+        if here:  # category axes place cell k at k: its outline runs from k - 0.5 to k + 0.5
+            fig.add_shape(type="rect", x0=bj - 0.5, x1=bj + 0.5, y0=bi - 0.5, y1=bi + 0.5, row=1, col=i,
+                          line=dict(color="red", width=3), fillcolor="rgba(0,0,0,0)")
     fig.update_xaxes(title_text="num_workers", type="category")
     fig.update_yaxes(title_text="batch size", type="category", row=1, col=1)
     fig.update_layout(title=title, height=380)

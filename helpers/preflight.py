@@ -1,7 +1,7 @@
 """Preflight: can this machine run the course at full scale, and if not, what to do.
 
     pf = preflight.run()
-    pf.table()          # DataFrame: check, status, detail, what to do
+    pf.table()          # a table to read, every word of it: check, status, detail, what to do (.data: the DataFrame)
     pf.ok_for_full      # True when a CUDA GPU is usable
 
 Nothing here raises: a missing piece is a row that says how to fix it.
@@ -15,7 +15,7 @@ import os
 import shutil
 from typing import Literal
 
-from . import env, nvml
+from . import env, nvml, tables
 
 __all__ = ["Check", "Preflight", "run"]
 
@@ -40,13 +40,16 @@ class Preflight:
     def ok_for_full(self) -> bool:
         return all(c.status != "missing" for c in self.checks if c.name in ("GPU", "PyTorch CUDA build"))
 
-    def table(self) -> "pandas.DataFrame":  # noqa: F821
+    def table(self) -> tables.Table:
+        """Every check as a row, shown whole: a notebook's DataFrame view cuts text at 50 characters ("...") and
+        would hide the advice a learner needs when something is missing. ``.data`` is the DataFrame."""
         import pandas as pd
 
-        return pd.DataFrame(
+        df = pd.DataFrame(
             [{"check": c.name, "status": f"{_ICON[c.status]} {c.status}", "detail": c.detail, "what to do": c.fix}
              for c in self.checks]
         )
+        return tables.Table(df, df.style.hide(axis="index").set_properties(**{"text-align": "left"}))
 
     def __str__(self) -> str:
         return "\n".join(f"{_ICON[c.status]} {c.name}: {c.detail}" + (f"  → {c.fix}" if c.fix else "") for c in self.checks)

@@ -16,6 +16,8 @@ import html
 import math
 from typing import Callable, Sequence
 
+from . import figure_check
+
 __all__ = ["Series", "line_chart", "bar_chart", "timeline", "roofline", "PALETTE"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -144,8 +146,10 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
 
 
 def bar_chart(labels: list[str], values: list[float], *, title: str, unit: str = "", width: int = 720,
-              marks: list[tuple[float, str]] = ()) -> str:
-    """Horizontal bars, one per label, each with its value written beside it; ``marks``: dotted lines (x, label)."""
+              marks: list[tuple[float, str]] = (), fmt: Callable[[float], str] | None = None) -> str:
+    """Horizontal bars, one per label, each with its value written beside it (``fmt``: how, to round it as the
+    table beside the chart does; a short general format by default); ``marks``: dotted lines (x, label)."""
+    fmt = fmt or _num
     row = 22
     height = 40 + row * len(labels) + 24
     left, right, top = 190, width - 70, 28
@@ -157,7 +161,7 @@ def bar_chart(labels: list[str], values: list[float], *, title: str, unit: str =
         body.append(f'<text x="{left - 6}" y="{y + 15}" text-anchor="end" {_FONT}>{_esc(label)}</text>')
         if v is not None:
             body.append(f'<rect x="{left}" y="{y + 3}" width="{max(0.5, xs(v) - left):.1f}" height="{row - 6}" '
-                        f'fill="{PALETTE[0]}"/><text x="{xs(v) + 4:.1f}" y="{y + 15}" {_FONT}>{_num(v)}{_esc(unit)}</text>')
+                        f'fill="{PALETTE[0]}"/><text x="{xs(v) + 4:.1f}" y="{y + 15}" {_FONT}>{_esc(fmt(v))}{_esc(unit)}</text>')
     bottom = top + row * len(labels)
     for m, label in marks:
         x = xs(m)
@@ -189,8 +193,9 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
 
 
 def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], float], ridge: float, title: str,
-             width: int = 720, height: int = 360) -> str:
-    """Log-log: the roof (TFLOP/s against FLOP/byte) and each point (label, intensity, achieved TFLOP/s)."""
+             width: int = 720, height: int = 360, y_unit: str = "TFLOP/s") -> str:
+    """Log-log: the roof (``y_unit`` against FLOP/byte) and each point (label, intensity, achieved rate in
+    ``y_unit``). A point's label sits to its right, or to its left where it would run past the plot's edge."""
     if not points:
         return _frame(width, 60, title + " (no points)", [])
     left, top, right, bottom = 60, 28, width - 20, height - 40
@@ -199,7 +204,7 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
     ys_v = [p[2] for p in points] + [roof(lo), roof(hi)]
     xs = _Scale(lo, hi, left, right, log=True)
     ys = _Scale(min(ys_v) / 3, max(ys_v) * 3, bottom, top, log=True)
-    body = _axes(xs, ys, "arithmetic intensity (FLOP per byte moved)", "TFLOP/s", left, top, right, bottom)
+    body = _axes(xs, ys, "arithmetic intensity (FLOP per byte moved)", y_unit, left, top, right, bottom)
     curve = [lo * (hi / lo) ** (i / 100) for i in range(101)]
     body.append('<polyline fill="none" stroke="black" stroke-width="2" points="'
                 + " ".join(f"{xs(x):.1f},{ys(roof(x)):.1f}" for x in curve) + '"/>')
@@ -209,7 +214,9 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
     for i, (label, x, y) in enumerate(points):
         color = PALETTE[(i + 1) % len(PALETTE)]
         dy = -6 if i % 2 == 0 else 14  # labels alternate above and below: neighbours' labels do not overprint
+        fits = xs(x) + 7 + figure_check.text_width(label, 11) <= right
+        tx, anchor = (xs(x) + 7, "start") if fits else (xs(x) - 7, "end")
         body.append(f'<circle cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="5" fill="{color}"><title>{_esc(label)}: '
-                    f'{x:.3g} FLOP/byte, {y:.3g} TFLOP/s</title></circle>'
-                    f'<text x="{xs(x) + 7:.1f}" y="{ys(y) + dy:.1f}" {_FONT}>{_esc(label)}</text>')
+                    f'{x:.3g} FLOP/byte, {y:.3g} {_esc(y_unit)}</title></circle>'
+                    f'<text x="{tx:.1f}" y="{ys(y) + dy:.1f}" text-anchor="{anchor}" {_FONT}>{_esc(label)}</text>')
     return _frame(width, height, title, body)

@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -70,6 +70,16 @@ def sig(v: float, digits: int = 3) -> str:
 def whole(v: float) -> str:
     """A count or a rate as a whole number with thousands separators: ``whole(7362.6) == '7,363'``."""
     return f"{v:,.0f}"
+
+
+def times(v: float, digits: int = 3) -> str:
+    """A ratio as "N×" with ``digits`` significant figures, the one way a speed-up or its bound is printed (in a
+    sentence, a table's note, a report), so the same bound never reads 1.8× in one place and 2× in another.
+
+    >>> times(1.8349), times(23.94), times(1236.8)
+    ('1.83×', '23.9×', '1,237×')
+    """
+    return f"{sig(v, digits)}×"
 
 
 def percent(p: float) -> str:

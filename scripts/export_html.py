@@ -25,8 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 PLOTLY = "application/vnd.plotly.v1+json"
 WIDGET = "application/vnd.jupyter.widget-view+json"
+#: The page's style. An output's long lines (a printed summary, a traceback) wrap inside the page, breaking anywhere
+#: if a word alone is too long, rather than run past a box an instructor cannot scroll on a projector or a print;
+#: code keeps its lines. ``tests/test_exports_browser.py`` opens each export at 1280 px and fails on a cut block.
 _STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45;color:#222}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:12px}
+.output_area pre{white-space:pre-wrap;overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #ddd;padding:2px 6px;text-align:right}
 .meta{background:#eef4fb;padding:.6em 1em;border-left:4px solid #1f77b4}img,svg{max-width:100%;height:auto}"""
 

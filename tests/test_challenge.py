@@ -20,6 +20,7 @@ from helpers.inference import serve_sweep
 from helpers.challenge.rules import RuleBroken, Rules, same_function
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
 from helpers.train import TrainConfig
+from fakes import KernelTableProfile
 
 TINY = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
 FAST = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
@@ -106,7 +107,7 @@ def test_a_run_by_the_rules_passes_and_enters_the_leaderboard(session, baseline,
     assert [p["name"] for p in v.monitor.phases][:3] == ["fused kernel: set-up", "fused kernel: warm-up",
                                                           "fused kernel: measured"]
     path = tmp_path / "board.sqlite"
-    leaderboard.add(v.entry(), path=path)
+    leaderboard.add(v.entry(path=path), path=path)  # sealed for the file it is added to
     assert list(leaderboard.entries(path=path)["name"]) == ["fused kernel"]
 
 
@@ -117,8 +118,9 @@ def test_a_changed_network_fewer_images_or_worse_accuracy_is_refused(session, ba
 
     v = judge(Submission("1×1 conv3", FAST, build_model=smaller), session, baseline=baseline)
     assert v.refused and v.reasons[0].startswith("same_function: its logits differ")
+    path = tmp_path / "board.sqlite"
     with pytest.raises(leaderboard.EntryRefused, match="same_function"):
-        leaderboard.add(v.entry(), path=tmp_path / "board.sqlite")
+        leaderboard.add(v.entry(path=path), path=path)
     half = dataclasses.replace(TINY.fit(FAST), steps=1)  # the harness's images, then fewer measured steps
     v = judge(Submission("half the images", half, fit=False), session, baseline=baseline)
     assert v.refused and "trained on 16 images; every run trains on 64" in v.reasons[0]
@@ -158,28 +160,17 @@ def test_spot_the_cheat_passes_the_harness_answer_and_says_what_a_wrong_one_miss
     assert "one entry per run" in nb06.check_spot_the_cheat({"run A": None}, runs).message
 
 
-class _Profile(profiling.ProfileResult):
-    def __init__(self):
-        super().__init__(prof=None, active_steps=1)
-
-    def top_kernels(self, n):
-        import pandas as pd
-
-        return pd.DataFrame({"kind": ["convolution", "pooling", "convolution", "GEMM"],
-                             "total_us": [300.0, 250.0, 200.0, 250.0]})
-
-
 def test_read_the_profile_wants_the_largest_kind_summed_with_its_share():
     from helpers.exercises import nb06
 
-    assert nb06.profile_solution(_Profile()) == ("convolution", 50.0)
-    assert nb06.check_read_the_profile(("convolution", 47), _Profile()).passed
-    res = nb06.check_read_the_profile(("pooling", 25), _Profile())  # the largest single row is not the largest kind
+    assert nb06.profile_solution(KernelTableProfile()) == ("convolution", 50.0)
+    assert nb06.check_read_the_profile(("convolution", 47), KernelTableProfile()).passed
+    res = nb06.check_read_the_profile(("pooling", 25), KernelTableProfile())  # the largest single row is not the largest kind
     assert not res.passed and "another kind takes more" in res.message
-    res = nb06.check_read_the_profile(("convolution", 30), _Profile())  # one kernel's share, not the kind's
+    res = nb06.check_read_the_profile(("convolution", 30), KernelTableProfile())  # one kernel's share, not the kind's
     assert not res.passed and "20 points too low" in res.message
-    assert "fraction" in nb06.check_read_the_profile(("convolution", 0.5), _Profile()).message
-    assert nb06.check_read_the_profile(..., _Profile()).status == "not done"
+    assert "fraction" in nb06.check_read_the_profile(("convolution", 0.5), KernelTableProfile()).message
+    assert nb06.check_read_the_profile(..., KernelTableProfile()).status == "not done"
 
 
 # -- the final step on the roofline, the reflection, the report ---------------------------------------------------
@@ -234,6 +225,15 @@ def test_step_roofline_groups_the_kernels_and_says_what_it_left_off():
     assert pool["GB/s moved"] == pytest.approx(step_costs(model, image_size=16, batch=2)["fused pool forward"][1] / 1e-3 / 1e9)
     assert pool["% of roof"] == pytest.approx(100 * pool["GB/s moved"] / 1.0)  # on the memory roof: bytes/s over bandwidth
     assert set(k.readable(ceil).shown.index) == set(t["kernels"])
+    over = t.set_index("kernels")["% of roof"].loc[lambda x: x > 100].index.tolist()
+    notes = " ".join(k.readable(ceil).notes)
+    assert ("Above 100%" in notes) == bool(over) and all(name in notes for name in over)
+    slow = bench.Ceilings("test GPU", matmul_tflops=1.0, matmul_dtype="bfloat16", matmul_n=64,
+                          copy_gb_per_s=1e-6, copy_bytes=1)  # a roof every kernel passes: the note says why
+    assert "the bandwidth one copy kernel reached" in " ".join(k.readable(slow).notes)
+    fast = bench.Ceilings("test GPU", matmul_tflops=1e6, matmul_dtype="bfloat16", matmul_n=64, copy_gb_per_s=1e6,
+                          copy_bytes=1)
+    assert not any("Above 100%" in n for n in k.readable(fast).notes)
 
 
 def _run(v, name, img_per_s, mfu):
@@ -275,6 +275,28 @@ def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, base
     assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
     with pytest.raises(ValueError, match="compares runs"):
         write_report(session, [baseline], path=tmp_path / "r.html")
+
+
+def test_the_report_is_a_hand_in_naming_who_what_changed_and_their_own_words(session, baseline, tmp_path):
+    from helpers.challenge.report import changes_from
+
+    final = judge(Submission("final", dataclasses.replace(FAST, batch_size=32)), session, baseline=baseline)
+    reference = Submission("reference", FAST, build_model=fuse_relu_pool)
+    mine = Submission("mine", dataclasses.replace(FAST, batch_size=32, lr=0.05))
+    assert changes_from(reference, reference) == []
+    words = changes_from(mine, reference)
+    assert "batch_size 32, the reference 16" in words and any(w.startswith("lr 0.05, the reference") for w in words)
+    assert any(w.startswith("build_model none (the reference network as it is), the reference fuse_relu_pool")
+               for w in words)
+    page = write_report(session, [baseline, final], path=tmp_path / "a.html", author="Ada", submission=mine,
+                        reference=reference, own_words="Batch size paid most.\n\nNext: the <pool>.").read_text()
+    assert "Handed in by:</b> Ada" in page and "batch_size 32, the reference 16" in page
+    assert "Batch size paid most." in page and "the &lt;pool&gt;." in page  # their words, escaped, as paragraphs
+    assert page.index("In my own words") < page.index("Starting points, generated")
+    blank = write_report(session, [baseline, final], path=tmp_path / "b.html", submission=reference,
+                         reference=reference).read_text()
+    # a template handed in as it is says so where an instructor looks first
+    assert "No name given" in blank and "is the reference solution, unchanged" in blank and "Not written yet" in blank
 
 
 def test_climb_says_a_rung_this_size_leaves_out_instead_of_running_it(session, baseline, capsys):

@@ -148,3 +148,54 @@ def test_roofline_points_on_one_another_share_a_label_and_near_ones_move_apart()
     assert texts["elementwise"][0] == ["relu·1, relu·2", ""]  # the same place: one label
     (conv2, conv3), positions = texts["convolution"]
     assert {conv2, conv3} == {"conv2", "conv3"} and positions[0] != positions[1]  # side by side: apart
+
+
+LONG_DEVICE = "NVIDIA GeForce RTX 4090 Laptop GPU as two-core"  # a learner's GPU under a profile: a long name
+
+
+def test_figures_that_name_the_device_keep_their_titles_and_labels_whole_for_a_long_device_name():
+    from helpers.memory.timeline import MemoryTimeline, timeline_figure
+
+    ceil = Ceilings(LONG_DEVICE, 800.0, "bfloat16", 8192, 3000.0, 2**31)
+    points = [roofline.RooflinePoint("conv1", 1e12, 1e10, "convolution", 2.0)]
+    variants = ("eager fp32", "eager bf16", "compiled bf16", "CUDA graphs bf16")  # a legend beside the panels
+    sweep = ServingSweep(points=tuple(LatencyPoint(v, "fp32", b, 0.1 * b, 0.2 * b, 0.15 * b, 100, 0.0)
+                                      for v in variants for b in (1, 4, 16)),
+                         skipped={}, image_size=224, device=LONG_DEVICE)
+    tl = MemoryTimeline(LONG_DEVICE, (0.0, 1.0, 2.0), (2**30, 2**31, 2**30), (2**31,) * 3,
+                        (("forward", 0.0, 1.0), ("backward", 1.0, 2.0)))
+    for fig in (roofline.roofline_figure(points, ceil), sweep.figure(p99_target_ms=2.0), timeline_figure(tl)):
+        assert LONG_DEVICE in fig.layout.title.text
+        assert figure_check.problems(fig) == []
+
+
+def test_a_cell_that_prints_log_lines_on_stderr_fails_and_a_python_warning_passes():
+    """The notebook runs' hook fails a cell whose stderr holds anything but a Python warning (PyTorch 2.14's
+    profiler wrote "USDT: ... profiler_start" around every profile: red boxes a learner reads as errors)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    def err(text):
+        return [{"output_type": "stream", "name": "stderr", "text": text}]
+
+    usdt = "USDT:2026-11-24 00:16:05 24026:24026 SyncActivityProfilerHandler.cpp:39] profiler_start\n"
+    warning = ("/work/helpers/loaders.py:87: UserWarning: 16 workers on 2 cores\n  warnings.warn(\n")
+    assert conftest.stray_stderr(err(usdt)) == [usdt.strip()]
+    assert conftest.stray_stderr(err(warning)) == []
+    assert conftest.stray_stderr(err(warning + usdt)) == [usdt.strip()]  # a log line after a warning still counts
+    assert conftest.stray_stderr([{"output_type": "stream", "name": "stdout", "text": usdt}]) == []
+
+
+def test_the_profiler_writes_nothing_on_stderr_once_the_helpers_are_imported():
+    import subprocess
+    import sys
+
+    code = ("import helpers, torch\nfrom torch.profiler import profile, ProfilerActivity\n"
+            "with profile(activities=[ProfilerActivity.CPU]):\n    torch.ones(8) @ torch.ones(8)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""

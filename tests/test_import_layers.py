@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
-    ("notices", "svg", "tables", "figure_check"),
+    ("figure_check",),
+    ("notices", "svg", "tables"),
     ("nvml", "models", "data", "ddp.protocol"),
     ("machine_profiles",),
     ("env",),
@@ -24,7 +25,11 @@ LAYERS: list[tuple[str, ...]] = [
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch",
      "challenge.accuracy", "inference"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",
-     "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard"),
+     "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry"),
+    ("leaderboard.seal",),
+    ("leaderboard.store",),
+    ("leaderboard.concurrency",),
+    ("leaderboard",),
     ("ddp.scaling",),
     ("ddp",),
     ("train", "ncu", "memory.resilient", "memory.timeline", "challenge.step_roofline"),

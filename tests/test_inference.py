@@ -94,5 +94,6 @@ def test_an_fp16_variant_serves_in_fp16_channels_last():
 def test_a_bf16_variant_is_found_under_the_name_it_ran_as(sweep):
     ran = sweep.of("eager bf16")[0].variant  # on a CPU without bf16 it ran as eager fp32 (its twin, measured once)
     assert ran == ("eager bf16" if env.resolve_dtype("bf16", torch.device("cpu")) == "bf16" else "eager fp32")
-    with pytest.raises(KeyError, match="no variant 'eager int8' was measured"):
+    with pytest.raises(KeyError) as e:  # its message, not str(KeyError): that is a repr, escaped by what it quotes
         sweep.of("eager int8")
+    assert e.value.args[0].startswith("no variant 'eager int8' was measured")

@@ -1,70 +1,406 @@
-"""The final challenge's leaderboard: entries validated with reasons, one transaction each, concurrent writers
-losing nothing and leaving nothing half-written, a table per device."""
+"""The final challenge's leaderboard: only entries the harness sealed are taken; every wrong entry is refused with
+its reason in one short line; one row per name, configuration and device (the best, said so); names stored as
+given; any real number type taken; database errors that name the file and what to do, never overwriting a file
+the leaderboard cannot read; concurrent writers losing nothing and leaving nothing half-written."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import shutil
 import sqlite3
+import subprocess
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from helpers import leaderboard as lb
+from helpers import results
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADER = {"device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11.0", "cuda": "13.0",
           "host_cpu": "Xeon (16 usable cores)", "date": "2026-11-23"}
-FIGURES = {"img_per_s": 9000.0, "speedup": 17.5, "mfu_pct": 27.3, "accuracy": 0.61, "peak_mem_gb": 30.2,
-           "nvml_util_pct": 99.0, "gpm_sm_pct": None}
+CONFIG = lb.configuration_of({"batch_size": 512, "dtype": "bf16", "compile": True})
 PASSED = {k: True for k in lb.CHECKS}
+BASE, CEILING = 500.0, 30_000.0  # the session's baseline and compute ceiling, img/s
 
 
-def _entry(name="fused pool", figures=None, checks=None, header=None):
-    return lb.Entry(name, {**FIGURES, **(figures or {})}, {**PASSED, **(checks or {})}, {**HEADER, **(header or {})})
+def _figures(img_per_s: float = 9000.0) -> dict:
+    """Figures that agree with one another, as the harness derives them."""
+    return {"img_per_s": img_per_s, "speedup": img_per_s / BASE, "mfu_pct": 100 * img_per_s / CEILING,
+            "accuracy": 0.61, "peak_mem_gb": 30.2, "nvml_util_pct": 99.0, "gpm_sm_pct": None,
+            "speedup_bound": CEILING / BASE, "baseline_img_per_s": BASE}
 
 
-def test_an_entry_is_written_whole_and_ranked_per_device(tmp_path):
+def _entry(name="fused pool", figures=None, checks=None, header=None, configuration=CONFIG):
+    """An entry as the harness builds it, before the seal."""
+    return lb.Entry(name, {**_figures(), **(figures or {})}, {**PASSED, **(checks or {})},
+                    {**HEADER, **(header or {})}, configuration)
+
+
+def _sealed(db, *args, **kwargs):
+    """What ``verdict.entry(name, path=db)`` returns: the entry sealed with the key beside ``db``."""
+    return lb._seal(_entry(*args, **kwargs), path=db)
+
+
+def _refused(excinfo, pattern):
+    """The reason is the one expected, in one short line."""
+    msg = str(excinfo.value)
+    assert re.search(pattern, msg), msg
+    assert "\n" not in msg and len(msg) < 320, msg
+
+
+# -- the honest path ------------------------------------------------------------------------------------
+
+def test_sealed_entries_are_written_whole_and_ranked_per_device(tmp_path):
     db = tmp_path / "lb.sqlite"
-    lb.add(_entry("slow", {"img_per_s": 1000.0}), path=db)
-    lb.add(_entry("fast", {"img_per_s": 5000.0}), path=db)
-    lb.add(_entry("other gpu", {"img_per_s": 3000.0}, header={"device": "NVIDIA H200"}), path=db)
+    assert str(lb.add(_sealed(db, "slow", _figures(1000.0)), path=db)).startswith("'slow' added: 1,000 img/s, rank 1")
+    lb.add(_sealed(db, "fast", _figures(5000.0)), path=db)
+    lb.add(_sealed(db, "other gpu", _figures(3000.0), header={"device": "NVIDIA H200"}), path=db)
     t = lb.table("NVIDIA H100 80GB HBM3", path=db)
     assert list(t["name"]) == ["fast", "slow"] and list(t.index) == [1, 2]
-    assert t.loc[1, "mfu_pct"] == 27.3 and pd.isna(t.loc[1, "gpm_sm_pct"])  # None where not measured
+    assert t.loc[1, "mfu_pct"] == pytest.approx(100 * 5000 / CEILING) and pd.isna(t.loc[1, "gpm_sm_pct"])
     per_device = lb.tables(path=db)
     assert set(per_device) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
     assert list(per_device["NVIDIA H200"]["name"]) == ["other gpu"]
+    assert set(lb.entries(path=db)["configuration"]) == {CONFIG}
 
 
-@pytest.mark.parametrize("change, phrase", [
-    (dict(figures={"mfu_pct": None}), "'mfu_pct'"),                        # a missing figure
-    (dict(figures={"accuracy": "0.6"}), "is a str"),                       # the wrong type
-    (dict(figures={"img_per_s": True}), "is a bool"),
-    (dict(figures={"accuracy": 61.0}), "outside what a run can measure"),  # a percentage where a fraction goes
-    (dict(figures={"img_per_s": float("nan")}), "outside what a run can measure"),
-    (dict(figures={"speedup": 0.0}), "outside what a run can measure"),
-    (dict(figures={"loss": 0.1}), "unknown figures"),
-    (dict(checks={"same_function": False}), "same_function"),              # a run the harness refused
-    (dict(checks={"accuracy_not_worse": False}), "no worse than the baseline"),
-    (dict(name=""), "give the run a name"),
-    (dict(header={"device": None}), "where it ran is missing"),
-])
-def test_bad_entries_are_refused_with_the_reason_and_nothing_is_written(tmp_path, change, phrase):
+def test_the_key_is_made_once_beside_the_database_private_and_ignored_by_git(tmp_path):
     db = tmp_path / "lb.sqlite"
-    lb.add(_entry("kept"), path=db)
-    with pytest.raises(lb.EntryRefused, match=phrase):
-        lb.add(_entry(**change), path=db)
+    _sealed(db)
+    key = lb.key_path(db)
+    assert key == tmp_path / "lb.sqlite.key" and key.stat().st_mode & 0o777 == 0o600
+    first = key.read_bytes()
+    _sealed(db, "another")
+    assert key.read_bytes() == first and len(first.strip()) == 64  # never replaced
+    assert [p.name for p in tmp_path.iterdir()] == ["lb.sqlite.key"]  # no temporary file left behind
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: whether git ignores the key cannot be asked")
+    rc = subprocess.run(["git", "check-ignore", "-q", "results/leaderboard.sqlite.key"], cwd=ROOT).returncode
+    assert rc == 0, "the key beside the committed database must be ignored by git (.gitignore: *.sqlite.key)"
+
+
+def test_names_are_stored_exactly_as_given(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    names = ["fused pool", "ü fused/pool #2 — 'bf16', batch=512 (ÿ)", "x" * lb.NAME_MAX, "火 run 🚀", "a  b"]
+    for i, name in enumerate(names):
+        lb.add(_sealed(db, name, _figures(1000.0 + i)), path=db)
+    assert sorted(lb.entries(path=db)["name"]) == sorted(names)
+
+
+def test_numbers_of_any_real_type_are_taken_as_floats(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    f = _figures(9000.0)
+    numbers = {"img_per_s": np.float32(9000.0), "speedup": np.float64(18.0), "mfu_pct": np.float32(30.0),
+               "accuracy": np.float16(0.5), "peak_mem_gb": np.int64(30), "nvml_util_pct": 99,
+               "gpm_sm_pct": Decimal("88.5"), "speedup_bound": Fraction(60), "baseline_img_per_s": np.int32(500)}
+    assert f["speedup_bound"] == 60
+    checks = {k: np.bool_(True) for k in lb.CHECKS}
+    added = lb.add(_sealed(db, figures=numbers, checks=checks), path=db)
+    assert added.outcome == "added"
+    row = lb.entries(path=db).iloc[0]
+    assert row["img_per_s"] == 9000.0 and row["accuracy"] == 0.5 and row["peak_mem_gb"] == 30.0
+    assert row["gpm_sm_pct"] == 88.5 and row["speedup_bound"] == 60.0
+    assert all(type(row[k]) in (float, np.float64) for k in lb.REQUIRED)
+
+
+def test_one_row_per_name_configuration_and_device_the_best_kept_and_said_so(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    first = lb.add(_sealed(db, "my run", _figures(2000.0)), path=db)
+    assert first.outcome == "added" and first.written
+    again = lb.add(_sealed(db, "my run", _figures(2000.0)), path=db)  # the same run again: not a second row
+    assert again.outcome == "kept" and not again.written
+    slower = lb.add(_sealed(db, "my run", _figures(1500.0)), path=db)
+    assert str(slower).startswith("kept your best: 'my run' stays at 2,000 img/s (2026-11-23); this run's 1,500 "
+                                  "img/s was not added")
+    faster = lb.add(_sealed(db, "my run", _figures(2500.0)), path=db)
+    assert faster.outcome == "replaced" and faster.row_id == first.row_id
+    assert str(faster).startswith("'my run' replaced its earlier run (2,000 img/s, 2026-11-23) with this faster "
+                                  "one: 2,500 img/s, rank 1 of 1")
+    lb.add(_sealed(db, "my run", _figures(1000.0), configuration=lb.configuration_of({"batch_size": 32})), path=db)
+    lb.add(_sealed(db, "my run", _figures(1000.0), header={"device": "NVIDIA H200"}), path=db)
+    df = lb.entries(path=db)
+    assert len(df) == 3 and not df.duplicated(["name", "configuration", "device"]).any()
+    assert df[(df.device == HEADER["device"]) & (df.configuration == CONFIG)]["img_per_s"].tolist() == [2500.0]
+
+
+# -- what is refused, and why ---------------------------------------------------------------------------
+
+REFUSED = [  # (what is wrong, the reason the message must give); each is sealed: the content alone refuses it
+    (dict(figures={"mfu_pct": None}), r"the figure 'mfu_pct' \(.*\) is missing; every entry needs img_per_s"),
+    (dict(figures={"accuracy": "0.6"}), r"accuracy='0\.6' is a str; it must be a number \(held-out accuracy"),
+    (dict(figures={"img_per_s": True}), r"img_per_s=True is a bool; it must be a number"),
+    (dict(figures={"img_per_s": 9000 + 0j}), r"img_per_s=\(9000\+0j\) is a complex; it must be a number"),
+    (dict(figures={"img_per_s": 10**400}), r"img_per_s=10000000000000000000000… is too large to be a figure"),
+    (dict(figures={"accuracy": 61.0}), r"accuracy=61\.0 is outside what a run can measure \(held-out accuracy, a "
+                                       r"fraction: 0 to 1\)"),
+    (dict(figures={"img_per_s": float("nan")}), r"img_per_s=nan is outside what a run can measure"),
+    (dict(figures={"img_per_s": float("inf")}), r"img_per_s=inf is outside what a run can measure"),
+    (dict(figures={"speedup": 0.0}), r"speedup=0\.0 is outside what a run can measure"),
+    (dict(figures={"loss": 0.1}), r"unknown figures \['loss'\]; the leaderboard keeps"),
+    (dict(figures={"speedup": 40.0}), r"speedup=40 does not agree with img_per_s ÷ baseline_img_per_s = 9000 ÷ 500 "
+                                      r"= 18; figures typed or edited by hand are never ranked"),
+    (dict(figures={"mfu_pct": 90.0}), r"mfu_pct=90 does not agree with 100 × speedup ÷ speedup_bound = 30"),
+    (dict(checks={"same_function": False}), r"'fused pool' was not ranked: the harness did not pass it "
+                                            r"\(same_function: the model's outputs match"),
+    (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse: .*no worse than the "
+                                                 r"baseline's\)"),
+    (dict(checks={"same_function": (True, "the same logits")}),
+     r"check same_function is \(True, 'the same logits…; each check is True or False \(a verdict's checks are "
+     r"\(passed, why\) pairs: make it with verdict\.entry\(name\)"),
+    (dict(checks={"faster": True}), r"unknown checks \['faster'\]; the harness checks same_function, images_seen, "
+                                    r"accuracy_not_worse\.$"),
+    (dict(name=""), r"^name '' refused \(it is empty\): a name has 1 to 80 printable characters, no space at either "
+                    r"end\.$"),
+    (dict(name="x" * 10_000), r"^name 'xxxxxxxxxxxxxxxxxxxxxx… refused \(it has 10,000 characters\): a name has 1 "
+                              r"to 80"),
+    (dict(name="\x00my run"), r"^name '\\x00my run' refused \(it holds '\\x00' at character 1\)"),
+    (dict(name="my run\n"), r"refused \(it holds '\\n' at character 7\): a name has 1 to 80 printable"),
+    (dict(name=" my run"), r"refused \(it has a space at one end\): .* no space at either end"),
+    (dict(name=42), r"^name 42 refused \(it is not text but int\)"),
+    (dict(header={"device": None}), r"where it ran is missing \(device\); make it with verdict\.entry\(name\)"),
+]
+
+
+@pytest.mark.parametrize("change, reason", REFUSED, ids=[f"{i:02d}" for i in range(len(REFUSED))])
+def test_wrong_entries_are_refused_with_their_reason_and_nothing_is_written(tmp_path, change, reason):
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "kept"), path=db)
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(_sealed(db, **change), path=db)
+    _refused(e, reason)
     assert list(lb.entries(path=db)["name"]) == ["kept"]
 
 
-def test_a_check_the_harness_never_ran_is_named():
+def test_a_check_the_harness_never_ran_is_named(tmp_path):
     checks = {k: True for k in list(lb.CHECKS)[1:]}
-    with pytest.raises(lb.EntryRefused, match="same_function: not checked"):
-        lb.Entry("x", FIGURES, checks, HEADER).validate()
+    entry = lb._seal(lb.Entry("x", _figures(), checks, HEADER, CONFIG), path=tmp_path / "lb.sqlite")
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(entry, path=tmp_path / "lb.sqlite")
+    _refused(e, r"did not pass it \(same_function: not checked\)")
 
 
-def test_an_interrupted_write_rolls_back(tmp_path, monkeypatch):
+def test_figures_typed_by_hand_with_every_check_passed_are_refused(tmp_path):
     db = tmp_path / "lb.sqlite"
-    lb.add(_entry("kept"), path=db)
-    real = lb._connect
+    for typed in (_entry("typed by hand"), lb.Entry.of("typed by hand", _figures(20_000.0), PASSED, HEADER,
+                                                       configuration=CONFIG)):
+        with pytest.raises(lb.EntryRefused) as e:
+            lb.add(typed, path=db)
+        _refused(e, r"^'typed by hand' was not produced by the harness: make it with verdict\.entry\(name\) \(an "
+                    r"entry built or typed by hand is never ranked\)\.$")
+    forged = dataclasses.replace(_entry("typed by hand"), seal="0" * 64)
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(forged, path=db)
+    _refused(e, "does not match its seal")
+    assert not db.exists()  # nothing refused ever creates the file
+
+
+@pytest.mark.parametrize("edit", [
+    dict(figures=_figures(18_000.0)),                     # faster figures, consistent with one another
+    dict(checks={**PASSED, "same_function": True}),       # a refused run's checks set True (sealed as refused below)
+    dict(name="someone else's run"),
+    dict(configuration=lb.configuration_of({"batch_size": 1})),
+    dict(header={**HEADER, "device": "NVIDIA B200"}),
+])
+def test_an_entry_edited_after_the_harness_sealed_it_is_refused(tmp_path, edit):
+    db = tmp_path / "lb.sqlite"
+    sealed = _sealed(db, checks={"same_function": False}) if "checks" in edit else _sealed(db)
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(dataclasses.replace(sealed, **edit), path=db)
+    _refused(e, r"does not match its seal: it was changed after verdict\.entry made it, or made for another "
+                r"leaderboard than .*lb\.sqlite \(give verdict\.entry and leaderboard\.add the same path=\)")
+
+
+def test_an_entry_sealed_for_another_leaderboard_is_refused(tmp_path):
+    entry = _sealed(tmp_path / "a" / "lb.sqlite")
+    for other in (tmp_path / "b" / "lb.sqlite", tmp_path / "a" / "other.sqlite"):
+        with pytest.raises(lb.EntryRefused) as e:
+            lb.add(entry, path=other)
+        _refused(e, r"does not match its seal: .* made for another leaderboard than")
+
+
+def test_anything_but_an_entry_is_refused(tmp_path):
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add({"name": "x", **_figures()}, path=tmp_path / "lb.sqlite")
+    _refused(e, r"^leaderboard\.add takes an Entry made by verdict\.entry\(name\), not a dict\.$")
+
+
+# -- a real verdict from the harness ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def judged():
+    """A baseline and the same submission judged twice, by the harness, at a tiny size on the CPU (~2 s)."""
+    from helpers import bench, models
+    from helpers.challenge.harness import Session, Submission, judge
+    from helpers.challenge.rules import Rules
+    from helpers.train import TrainConfig
+
+    rules = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
+    cfg = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
+    ceilings = bench.Ceilings("test CPU", matmul_tflops=50.0, matmul_dtype="float32", matmul_n=64,
+                              copy_gb_per_s=1.0, copy_bytes=1)  # a high ceiling: MFU well under 100%
+    session = Session(rules, ceilings, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
+    baseline = judge(Submission("baseline", cfg), session)
+    runs = [judge(Submission("my run", cfg), session, baseline=baseline) for _ in range(2)]
+    return baseline, runs
+
+
+def test_a_verdict_from_the_harness_is_accepted_and_a_rerun_keeps_the_best(judged, tmp_path):
+    baseline, (v1, v2) = judged
+    assert not v1.refused and not v2.refused, v1.reasons + v2.reasons
+    db = tmp_path / "lb.sqlite"
+    assert lb.add(baseline.entry(path=db), path=db).outcome == "added"
+    first = lb.add(v1.entry(path=db), path=db)
+    assert first.outcome == "added" and str(first).startswith("'my run' added: ")
+    second = lb.add(v2.entry(path=db), path=db)
+    assert second.outcome == ("replaced" if v2.img_per_s > v1.img_per_s else "kept")
+    df = lb.entries(path=db).set_index("name")
+    assert len(df) == 2 and df.loc["my run", "img_per_s"] == max(v1.img_per_s, v2.img_per_s)
+    assert df.loc["my run", "configuration"] == lb.configuration_of(v1.config)
+    assert df.loc["my run", "speedup"] == pytest.approx(df.loc["my run", "img_per_s"] / baseline.img_per_s)
+    with pytest.raises(lb.EntryRefused) as e:  # a name is stored as given or refused: never stripped
+        lb.add(v1.entry(" my run", path=db), path=db)
+    _refused(e, "it has a space at one end")
+
+
+def test_a_verdict_entry_defaults_to_the_same_file_as_add(judged, tmp_path, monkeypatch):
+    _, (v, _) = judged
+    monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path))
+    added = lb.add(v.entry())
+    assert lb.default_path().exists() and lb.key_path().exists() and added.outcome == "added"
+    with pytest.raises(lb.EntryRefused) as e:  # sealed for the default file, added to another
+        lb.add(v.entry(), path=tmp_path / "elsewhere.sqlite")
+    _refused(e, "does not match its seal")
+
+
+def test_a_verdict_edited_before_its_entry_is_made_is_refused(judged, tmp_path):
+    _, (v, _) = judged
+    faster = dataclasses.replace(v, img_per_s=10 * v.img_per_s, speedup=10 * v.speedup, mfu_pct=10 * v.mfu_pct)
+    with pytest.raises(lb.EntryRefused) as e:
+        faster.entry(path=tmp_path / "lb.sqlite")
+    _refused(e, r"^'my run': its figures \(img_per_s\) no longer match the training run this verdict recorded")
+
+
+# -- the file: errors that name it and what to do; a file it cannot read is left as it is -----------------
+
+def _refused_file(excinfo, db, *phrases):
+    msg = str(excinfo.value)
+    assert results.shown(db) in msg, msg
+    for phrase in phrases:
+        assert phrase in msg, msg
+
+
+def test_a_damaged_file_is_named_and_left_as_it_is(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    entry = _sealed(db)
+    junk = b"not a leaderboard\x00\xff" * 200
+    db.write_bytes(junk)
+    for call in (lambda: lb.add(entry, path=db), lambda: lb.entries(path=db), lambda: lb.tables(path=db)):
+        with pytest.raises(lb.LeaderboardFileError) as e:
+            call()
+        _refused_file(e, db, "cannot be read (file is not a database); it was left as it is. Move it aside (mv ",
+                      ".broken) to start a new one there, or give another file: verdict.entry(name, path=...)")
+    assert db.read_bytes() == junk and sorted(p.name for p in tmp_path.iterdir()) == ["lb.sqlite", "lb.sqlite.key"]
+
+
+def test_a_leaderboard_of_the_earlier_layout_or_another_programs_file_is_left_as_it_is(tmp_path):
+    old = tmp_path / "old.sqlite"
+    con = sqlite3.connect(old)  # the layout before entries were sealed (what results/ held until 2026-11-23)
+    con.execute("CREATE TABLE entries (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, device TEXT, "
+                "img_per_s REAL NOT NULL, checks TEXT NOT NULL, written_at REAL NOT NULL)")
+    con.execute("INSERT INTO entries (name, device, img_per_s, checks, written_at) VALUES ('my run', 'x', 1, '{}', 0)")
+    con.commit()
+    con.close()
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (name TEXT)")
+    con.commit()
+    con.close()
+    before = {p: p.read_bytes() for p in (old, other)}
+    for db, phrase in ((old, "was written by an earlier version of the course (its rows carry no seal and cannot be "
+                             "checked); it was left as it is. Move it aside (mv "),
+                       (other, "is a SQLite file but not a leaderboard (it holds users); it was left as it is")):
+        for call in (lambda: lb.add(_sealed(db), path=db), lambda: lb.entries(path=db)):
+            with pytest.raises(lb.LeaderboardFileError) as e:
+                call()
+            _refused_file(e, db, phrase)
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_a_damaged_key_is_named_and_left_as_it_is(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    entry = _sealed(db)
+    key = lb.key_path(db)
+    key.write_text("not a key\n")
+    for call in (lambda: _sealed(db), lambda: lb.add(entry, path=db)):
+        with pytest.raises(lb.LeaderboardFileError) as e:
+            call()
+        _refused_file(e, key, "is damaged (not 64 hex digits); it was left as it is. Move it aside (mv ")
+    assert key.read_text() == "not a key\n" and not db.exists()
+
+
+def test_a_folder_where_the_file_should_be_is_named(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    entry = _sealed(db)
+    db.mkdir()
+    for call in (lambda: lb.add(entry, path=db), lambda: lb.entries(path=db)):
+        with pytest.raises(lb.LeaderboardFileError) as e:
+            call()
+        _refused_file(e, db, "is a folder, not a file: give another file: verdict.entry(name, path=...)")
+
+
+def test_a_read_only_file_is_named_with_the_fix(tmp_path, monkeypatch):
+    # The tests run as root, whom chmod does not stop: the file is opened read-only by SQLite itself (mode=ro),
+    # which raises what a read-only file raises ("attempt to write a readonly database").
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "kept"), path=db)
+    before = db.read_bytes()
+    real = lb.store._connect
+    monkeypatch.setattr(lb.store, "_connect",  # where add looks it up
+                        lambda p: sqlite3.connect(f"file:{p}?mode=ro", uri=True, isolation_level=None))
+    with pytest.raises(lb.LeaderboardFileError) as e:
+        lb.add(_sealed(db, "new"), path=db)
+    _refused_file(e, db, "cannot be written (attempt to write a readonly database): make the file and its folder "
+                         "writable (chmod u+w ")
+    monkeypatch.setattr(lb.store, "_connect", real)
+    assert db.read_bytes() == before and list(lb.entries(path=db)["name"]) == ["kept"]
+
+
+def test_a_read_only_folder_is_named_with_the_fix(tmp_path, monkeypatch):
+    # Simulated (the tests run as root, whom chmod does not stop): the OS refuses the key's file and SQLite its
+    # database file, with the errors a read-only folder gives.
+    db = tmp_path / "ro" / "lb.sqlite"
+
+    def refuse(*a, **k):
+        raise PermissionError(13, "Permission denied", str(db.parent))
+
+    monkeypatch.setattr(lb.seal.tempfile, "mkstemp", refuse)
+    with pytest.raises(lb.LeaderboardFileError) as e:
+        _sealed(db)
+    _refused_file(e, lb.key_path(db), "cannot be made ([Errno 13] Permission denied", "make its folder",
+                  "writable, or give another file")
+    monkeypatch.undo()
+    entry = _sealed(db)
+
+    def cannot_open(p):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(lb.store, "_connect", cannot_open)
+    with pytest.raises(lb.LeaderboardFileError) as e:
+        lb.add(entry, path=db)
+    _refused_file(e, db, "cannot be opened (unable to open database file): its folder", "must be a folder you can "
+                  "write to, or give another file")
+
+
+def test_an_interrupted_write_rolls_back_and_names_the_file(tmp_path, monkeypatch):
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "kept"), path=db)
+    real = lb.store._connect
 
     class Failing:  # the INSERT fails inside the transaction (a disk full, an interrupt)
         def __init__(self, con):
@@ -78,19 +414,37 @@ def test_an_interrupted_write_rolls_back(tmp_path, monkeypatch):
         def close(self):
             self.con.close()
 
-    monkeypatch.setattr(lb, "_connect", lambda p: Failing(real(p)))
-    with pytest.raises(sqlite3.OperationalError):
-        lb.add(_entry("lost"), path=db)
-    monkeypatch.setattr(lb, "_connect", real)
+    monkeypatch.setattr(lb.store, "_connect", lambda p: Failing(real(p)))
+    with pytest.raises(lb.LeaderboardFileError) as e:
+        lb.add(_sealed(db, "lost"), path=db)
+    _refused_file(e, db, "could not be written (disk I/O error): check that its disk has free space")
+    monkeypatch.setattr(lb.store, "_connect", real)
     assert list(lb.entries(path=db)["name"]) == ["kept"]
-    lb.add(_entry("after"), path=db)  # the lock was released: the next writer goes on
+    lb.add(_sealed(db, "after"), path=db)  # the lock was released: the next writer goes on
     assert len(lb.entries(path=db)) == 2
 
 
+# -- concurrent writers, the file's places, the committed file ---------------------------------------------
+
 def test_concurrent_writers_lose_nothing_and_a_killed_writer_leaves_nothing(tmp_path):
-    res = lb.concurrent_writes_check(writers=3, each=10, path=tmp_path / "lb.sqlite")
+    db = tmp_path / "lb.sqlite"
+    res = lb.concurrent_writes_check(writers=3, each=10, path=db)
     assert (res.expected, res.found, res.whole, res.lost, res.half_written, res.ghosts) == (30, 30, 30, 0, 0, 0)
     assert "0 lost, 0 half-written" in str(res)
+    assert lb.key_path(db).stat().st_mode & 0o777 == 0o600  # three processes raced to make it: one key
+
+
+def test_re_runs_finishing_at_once_leave_one_row_the_best(tmp_path):
+    # Threads, each with its own connection, as separate processes would be (SQLite locks the file, not the thread)
+    from concurrent.futures import ThreadPoolExecutor
+
+    db = tmp_path / "lb.sqlite"
+    runs = [_sealed(db, "my run", _figures(1000.0 + 37 * i % 500)) for i in range(24)]
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = [a.outcome for a in pool.map(lambda e: lb.add(e, path=db), runs)]
+    df = lb.entries(path=db)
+    assert len(df) == 1 and df["img_per_s"].iloc[0] == max(e.figures["img_per_s"] for e in runs)
+    assert outcomes.count("added") == 1 and set(outcomes) <= {"added", "replaced", "kept"}
 
 
 def test_smoke_runs_go_to_the_ignored_local_folder(monkeypatch, tmp_path):
@@ -108,5 +462,14 @@ def test_a_file_whose_only_writer_died_reads_as_empty(tmp_path):
     proc.join(60)
     assert proc.exitcode == 1 and db.exists()
     assert lb.entries(path=db).empty
-    lb.add(_entry("first"), path=db)  # its lock went with it: the next writer goes on
+    lb.add(_sealed(db, "first"), path=db)  # its lock went with it: the next writer goes on
     assert list(lb.entries(path=db)["name"]) == ["first"]
+
+
+def test_the_committed_leaderboard_has_the_sealed_layout_and_no_duplicates():
+    committed = ROOT / "results" / "leaderboard.sqlite"
+    df = lb.entries(path=committed)  # raises for the earlier layout
+    assert not df.duplicated(["name", "configuration", "device"]).any()
+    if shutil.which("git") is not None and (ROOT / ".git").exists():
+        tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout
+        assert ".key" not in tracked

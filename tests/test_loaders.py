@@ -40,8 +40,10 @@ def test_grid_best_and_heatmap(dataset):
     assert loaders.best_spec(fake) == LoaderSpec(16, 1, True)
     fig = loaders.heatmap(fake)
     assert [t.type for t in fig.data].count("heatmap") == 2
-    star = next(t for t in fig.data if t.type == "scatter")
-    assert list(star.x) == ["1"] and list(star.y) == ["16"]
+    pinned = [t for t in fig.data if t.type == "heatmap"][1]
+    assert pinned.text[1][1].startswith("★ ") and "★" not in "".join(sum(map(list, pinned.text[:1]), []))
+    (outline,) = fig.layout.shapes  # around the best cell (batch 16 is row 1, 1 worker column 1), its value kept
+    assert (outline.x0, outline.x1, outline.y0, outline.y1, outline.xref) == (0.5, 1.5, 0.5, 1.5, "x2")
 
 
 def test_worker_sweep_goes_one_step_past_the_cores(dataset, monkeypatch):

@@ -8,5 +8,7 @@ def test_preflight_on_a_cpu_explains_what_to_do():
     assert rows["scale"].detail.startswith("smoke")
     assert not pf.ok_for_full
     table = pf.table()
-    assert list(table.columns) == ["check", "status", "detail", "what to do"]
+    assert list(table.data.columns) == ["check", "status", "detail", "what to do"]
+    shown = table._repr_html_()  # every word of the advice, none cut at 50 characters as a DataFrame's view does
+    assert rows["GPU"].fix in shown.replace("&rarr;", "→") and "..." not in shown
     assert "GPU" in str(pf)

@@ -53,3 +53,17 @@ def test_bars_timeline_and_roofline_draw_one_shape_per_item():
     roof = _parse(svg.roofline([("conv", 300.0, 500.0), ("pool", 0.2, 0.5)], roof=lambda x: min(700.0, 3.0 * x),
                                ridge=233.0, title="roofline"))
     assert len(roof.findall(f"{NS}circle")) == 2
+
+
+def test_a_roofline_label_near_the_right_edge_turns_left_and_the_rate_takes_its_unit():
+    roof = _parse(svg.roofline([("fully connected (GEMM)", 600.0, 500.0), ("pool", 0.2, 0.5)],
+                               roof=lambda x: min(700.0, 3.0 * x), ridge=233.0, title="r", y_unit="GFLOP/s"))
+    labels = {t.text: t for t in roof.iter(f"{NS}text")}
+    gemm, pool = labels["fully connected (GEMM)"], labels["pool"]
+    assert gemm.get("text-anchor") == "end" and pool.get("text-anchor") == "start"
+    assert "GFLOP/s" in labels  # the y axis names the unit it was given
+
+
+def test_bars_write_their_values_as_the_caller_rounds_them():
+    bars = _parse(svg.bar_chart(["a"], [0.8012], title="MFU", unit="%", fmt=lambda v: f"{v:.1f}"))
+    assert "0.8%" in {t.text for t in bars.iter(f"{NS}text")}

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -112,9 +114,23 @@ class Verdict:
                 "nvml_util_pct": self.nvml_util_pct, "gpm_sm_pct": self.gpm_sm_pct,
                 "speedup_bound": self.speedup_bound, "baseline_img_per_s": self.baseline_img_per_s}
 
-    def entry(self, name: str | None = None) -> leaderboard.Entry:
-        """This run as a leaderboard entry (``leaderboard.add(v.entry())``; a refused run is refused there too)."""
-        return leaderboard.Entry.of(name or self.name, self.figures(), {k: ok for k, (ok, _) in self.checks.items()})
+    def entry(self, name: str | None = None, *, path: Path | str | None = None) -> leaderboard.Entry:
+        """This run as a leaderboard entry, sealed for the file at ``path`` (``leaderboard.default_path()`` by
+        default, as ``leaderboard.add``): ``print(leaderboard.add(v.entry("my fused pool")))``. ``name``: this
+        verdict's by default; it is kept as given. A refused run is sealed too, and refused by ``add``, with its
+        reasons. Raises ``leaderboard.EntryRefused`` when the figures no longer match the training run recorded
+        with them (a verdict edited with ``dataclasses.replace``)."""
+        edited = [k for k, mine, run in (("img_per_s", self.img_per_s, self.train.img_per_s),
+                                         ("step_ms", self.step_ms, self.train.step_ms_median))
+                  if not (mine == run or (math.isnan(mine) and math.isnan(run)))]
+        if edited:
+            raise leaderboard.EntryRefused(f"{self.name!r}: its figures ({', '.join(edited)}) no longer match the "
+                                           "training run this verdict recorded (it was edited after judge made it): "
+                                           "judge the run again.")
+        entry = leaderboard.Entry.of(self.name if name is None else name, self.figures(),
+                                     {k: ok for k, (ok, _) in self.checks.items()},
+                                     configuration=leaderboard.configuration_of(self.config))
+        return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
 
     def row(self) -> dict[str, object]:
         """A flat dict for the comparison table (full precision; :func:`readable_table` formats it for reading)."""
@@ -127,8 +143,8 @@ class Verdict:
         def pct(v):
             return "—" if v is None else f"{v:.0f}%"
 
-        bound = f"{self.speedup_bound:,.0f}" if self.speedup_bound >= 100 else f"{self.speedup_bound:.1f}"
-        speed = "the baseline" if self.speedup is None else f"{self.speedup:.1f}× the baseline (at most {bound}× here)"
+        speed = ("the baseline" if self.speedup is None else
+                 f"{tables.times(self.speedup)} the baseline (at most {tables.times(self.speedup_bound)} here)")
         mem = "—" if self.peak_mem_gb is None else f"{self.peak_mem_gb:.1f} GB"
         head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, MFU {self.mfu_pct:.1f}%, held-out accuracy "
                 f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
@@ -175,6 +191,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     del reference
     own = monitor is None
     mon = Monitor(period_s=0.1, live=live) if own else monitor
+    if own:  # named by the run it watches ("GPU monitor: my run"), not only by what it samples
+        mon.title = f"{mon.title}: {sub.name if len(sub.name) <= 48 else sub.name[:47] + '…'}"
     t_start = time.perf_counter()
     if own:
         mon.start()

@@ -22,7 +22,7 @@ from typing import Callable
 
 from torch import nn
 
-from .. import env
+from .. import env, notices
 from ..models import pad_first_conv
 from ..train import TrainConfig
 from .harness import Session, Submission, Verdict, judge
@@ -50,6 +50,13 @@ class Rung:
     submission: Submission
     needs_gpu: bool = False  # CUDA graphs: on a CPU the rung would only repeat the one before
     left_out: str = ""  # why this size of the challenge does not run it (climb says so instead)
+    slow_on_cpu: str = ""  # why this rung is slower than the one before on a CPU (climb prints it beside the rung)
+
+
+#: Why the rungs with Triton kernels lose speed on a CPU: printed beside them (when slower than the rung judged
+#: before them in the same call, or than the baseline), not two sections later.
+_INTERPRETED = ("slow here because, with no GPU, Triton's interpreter runs the fused kernels one "
+                "program at a time in Python (correct, and many times slower than a GPU's compiled kernel)")
 
 
 def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
@@ -64,8 +71,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
     batch_adds = ("the baseline's batch and learning rate, kept" if kept else
                   f"batch {final.final_batch} with the learning rate {lr_words} {final.final_lr:g}")
     steps: list[tuple[str, str, Callable[[TrainConfig], TrainConfig], Callable | None, bool]] = [
-        ("baseline", "batch 32, PIL resize per image, a sync and loss.item() every step, fp32", lambda c: c, None,
-         False),
+        ("baseline", f"batch {base.batch_size}, PIL resize per image, a sync and loss.item() every step, fp32",
+         lambda c: c, None, False),
         ("+ input pipeline", "the data set on the GPU as uint8, resized and normalised there; no syncs",
          lambda c: dataclasses.replace(c, data="gpu", sync_each_step=False, item_each_step=False), None, False),
         ("+ bf16", "autocast to bfloat16", lambda c: dataclasses.replace(c, dtype="bf16"), None, False),
@@ -86,7 +93,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
     for name, adds, change, build, needs_gpu in steps:
         cfg = change(cfg)
         left_out = (final.why_final or "it changes nothing at this size") if name == "+ batch size" and kept else ""
-        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out))
+        slow = _INTERPRETED if build is not None else ""
+        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out, slow))
     return rungs
 
 
@@ -104,8 +112,9 @@ def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict]
     verdicts: list[Verdict] = []
     on_gpu = env.has_cuda()
     if not on_gpu and any(r.submission.config.compile_backend == "aot_eager" for r in rungs):
-        print("On a CPU the compiled rungs capture their graphs (forward, backward, custom kernels) with "
-              "torch.compile(backend='aot_eager') and run PyTorch's kernels: Inductor's C++ would take minutes here.")
+        notices.say_once("ladder-aot-eager", "On a CPU the compiled rungs capture their graphs (forward, backward, "
+                         "custom kernels) with torch.compile(backend='aot_eager') and run PyTorch's kernels: "
+                         "Inductor's C++ would take minutes here.")
     for rung in rungs:
         if rung.needs_gpu and not on_gpu:
             print(f"{rung.name}: left out here (CUDA graphs need a CUDA GPU; on a CPU it would repeat the rung before)")
@@ -118,4 +127,7 @@ def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict]
         verdicts.append(v)
         if on_verdict is not None:
             on_verdict(v)
+        before = verdicts[-2] if len(verdicts) > 1 else first
+        if rung.slow_on_cpu and not on_gpu and before is not None and v.img_per_s < before.img_per_s:
+            print(f"  ({rung.name}: {rung.slow_on_cpu})")
     return verdicts

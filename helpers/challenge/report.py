@@ -1,7 +1,12 @@
 """The report a learner hands in: one HTML file, written by one call, that opens offline (static SVG, no script).
 
-    path = write_report(session, verdicts, kernels=kernels, serving=sweep, p99_target_ms=2.0)
+    path = write_report(session, verdicts, kernels=kernels, serving=sweep, p99_target_ms=2.0,
+                        author="Ada", submission=mine, reference=reference_solution(), own_words=MY_REFLECTION)
     print(path)     # results/reports/final-challenge-<gpu>.html on a GPU; results/local/reports/... on a CPU
+
+A hand-in: the learner's name at the top, what their run changed from the reference solution in words
+(:func:`changes_from`), and their own reflection beside the generated starting points; a report without a name or
+without the learner's words says so where an instructor looks first.
 
 It holds, from this session's own runs: the device, versions and date; the baseline analysis (where its step's
 time went, how far it stood from the ceiling); the comparison table and MFU per rung; the monitor's records of the
@@ -23,10 +28,10 @@ from .. import env, results, svg, tables
 from ..inference import ServingSweep
 from ..monitor import MonitorRecord
 from ..roofline import attainable_tflops, ridge_intensity
-from .harness import Session, Verdict, readable_table
+from .harness import Session, Submission, Verdict, readable_table
 from .step_roofline import StepKernels
 
-__all__ = ["Reflection", "reflection", "write_report", "report_path"]
+__all__ = ["Reflection", "reflection", "changes_from", "write_report", "report_path"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +61,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
                 else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
         paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it, {same}. "
-                f"All together: {final.img_per_s / base.img_per_s:.1f}× the baseline, MFU {base.mfu_pct:.1f}% → "
+                f"All together: {tables.times(final.img_per_s / base.img_per_s)} the baseline, MFU {base.mfu_pct:.1f}% → "
                 f"{final.mfu_pct:.1f}%.")
     else:
         paid = "No two runs that passed the rules to compare."
@@ -96,6 +101,53 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
     return Reflection(bottleneck, paid, try_next)
 
 
+def _function_words(fn) -> str:
+    if fn is None:
+        return "none (the reference network as it is)"
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    doc = (getattr(fn, "__doc__", None) or "").strip().splitlines()
+    return f"{name}" + (f" ({doc[0].rstrip('.')})" if doc else "")
+
+
+def changes_from(submission: Submission, reference: Submission) -> list[str]:
+    """What ``submission`` changes from ``reference``, in words, one line per change: each training setting that
+    differs (``batch_size 256, the reference 512``), and the ``build_model`` when it is not the reference's (its
+    name and its docstring's first line). An empty list: the reference solution, unchanged."""
+    out = []
+    mine, ref = dataclasses.asdict(submission.config), dataclasses.asdict(reference.config)
+    for key in mine:
+        if mine[key] != ref.get(key):
+            out.append(f"{key} {mine[key]!r}, the reference {ref.get(key)!r}")
+    if submission.build_model is not reference.build_model:
+        out.append(f"build_model {_function_words(submission.build_model)}, the reference "
+                   f"{_function_words(reference.build_model)}")
+    if submission.fit != reference.fit:
+        out.append(f"fit {submission.fit} (the harness {'sets' if submission.fit else 'does not set'} the steps)")
+    return out
+
+
+def _hand_in(author: str, submission: Submission | None, reference: Submission | None) -> list[str]:
+    """Who handed it in and what their run changed (an instructor's first questions)."""
+    who = (f"<p><b>Handed in by:</b> {_h(author)}</p>" if author.strip() else
+           "<p class='missing'><b>No name given</b>: set MY_NAME in the notebook's report cell and run it again.</p>")
+    if submission is None or reference is None:
+        return [who]
+    changed = changes_from(submission, reference)
+    what = (f"<p><b>{_h(submission.name)}</b> against the reference solution:</p><ul>"
+            + "".join(f"<li>{_h(c)}</li>" for c in changed) + "</ul>" if changed else
+            f"<p class='missing'><b>{_h(submission.name)}</b> is the reference solution, unchanged: nothing in "
+            "this report is the learner's own run yet.</p>")
+    return [who, "<h2>What this run changed</h2>", what]
+
+
+def _own_words(text: str) -> str:
+    if text.strip():
+        paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
+        return "<h3>In my own words</h3>" + "".join(f"<p class='own'>{_h(p)}</p>" for p in paragraphs)
+    return ("<h3>In my own words</h3><p class='missing'>Not written yet: answer the reflection's prompts in "
+            "MY_REFLECTION in the notebook's report cell and run it again.</p>")
+
+
 def report_path(device_name: str | None = None) -> Path:
     """Where :func:`write_report` writes by default: ``results/reports/`` at full scale, ``results/local/`` else."""
     slug = env.gpu_slug(device_name if device_name is not None else (env.collect().device_name or None))
@@ -130,7 +182,7 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
     return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}: a median step "
             f"of {tables.sig(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
             f"{util}{busy} Its MFU was {base.mfu_pct:.2f}%: the compute ceiling here is "
-            f"{session.ceiling_img_per_s:,.0f} img/s, {base.speedup_bound:,.0f}× the baseline, the most any run "
+            f"{session.ceiling_img_per_s:,.0f} img/s, {tables.times(base.speedup_bound)} the baseline, the most any run "
             f"could gain on this machine.</p>")
 
 
@@ -146,14 +198,19 @@ def _table(t: tables.Table) -> str:
 _STYLE = """body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222;line-height:1.4}
 table.t{border-collapse:collapse;font-size:13px;margin:0.5em 0}table.t td,table.t th{border-bottom:1px solid #ddd;
 padding:3px 8px;text-align:right}table.t th{background:#f4f4f4}h2{border-bottom:2px solid #eee;margin-top:1.6em}
-.meta{color:#555;font-size:13px;white-space:pre}.note{color:#555;font-size:13px}svg{display:block;margin:0.6em 0}"""
+.meta{color:#555;font-size:13px;white-space:pre}.note{color:#555;font-size:13px}svg{display:block;margin:0.6em 0}
+.missing{background:#fff4e5;border-left:4px solid #ff7f0e;padding:.4em .8em}
+.own{background:#eef4fb;border-left:4px solid #1f77b4;padding:.4em .8em;white-space:pre-wrap}"""
 
 
 def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKernels | None = None,
                  serving: ServingSweep | None = None, p99_target_ms: float | None = None,
-                 path: str | Path | None = None, author: str = "") -> Path:
+                 path: str | Path | None = None, author: str = "", submission: Submission | None = None,
+                 reference: Submission | None = None, own_words: str = "") -> Path:
     """Write the report (see the module's docstring) and return its path. ``verdicts``: the baseline first, the
-    final run last (each judged in this session); the file is replaced whole or not at all."""
+    final run last (each judged in this session); the file is replaced whole or not at all. ``author``: the
+    learner's name; ``submission`` and ``reference``: the learner's run and the reference solution, to say what it
+    changed (:func:`changes_from`); ``own_words``: the learner's reflection (blank lines part paragraphs)."""
     if len(verdicts) < 2:
         raise ValueError("the report compares runs: give the baseline's verdict first and the final run's last.")
     base, final = verdicts[0], verdicts[-1]
@@ -163,17 +220,19 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
     r = reflection(verdicts, kernels, session)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Final challenge: {_h(final.name)}</title>"
              f"<style>{_STYLE}</style></head><body>",
-             f"<h1>Final challenge report{': ' + _h(author) if author else ''}</h1>",
+             f"<h1>Final challenge report{': ' + _h(author) if author.strip() else ''}</h1>",
+             *_hand_in(author, submission, reference),
              f"<p class='meta'>{_h(env.today())}\n" + "\n".join(_h(line) for line in rep.lines()) + "</p>",
              f"<p>Every run trained the reference CNN on {session.rules.images:,} images at "
              f"{session.rules.image_size}×{session.rules.image_size} and was judged on {session.rules.heldout:,} "
              f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
-             f"{tables.sig(ceil.matmul_tflops)} TFLOP/s ({_h(ceil.matmul_dtype)} matmul), "
+             f"{_h(ceil.matmul_rate)} ({_h(ceil.matmul_dtype)} matmul), "
              f"{tables.sig(ceil.copy_gb_per_s)} GB/s (copy).</p>",
              "<h2>The baseline</h2>", _baseline_analysis(base, session),
              "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
-                           title="MFU of each run (% of the measured matmul ceiling)", unit="%"),
+                           title="MFU of each run (% of the measured matmul ceiling)", unit="%",
+                           fmt=tables.percent),  # as the table above rounds it
              "<h2>Before and after</h2>"]
     util_b, ips_b = _monitor_series(base.monitor, "baseline", True)
     util_f, ips_f = _monitor_series(final.monitor, final.name, False)
@@ -193,9 +252,10 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
             parts.append("<p class='note'>Not on the roofline (their bytes depend on what the compiler fused), share "
                          "of the step's kernel time: " + _h(", ".join(f"{k} {v:.1f}%" for k, v in
                                                                         kernels.unplaced.items())) + ".</p>")
-        parts.append(svg.roofline([(p.name, p.intensity, p.achieved_tflops) for p in kernels.points],
-                                  roof=lambda x: attainable_tflops(x, ceil), ridge=ridge_intensity(ceil),
-                                  title=f"Roofline of {ceil.device_name}: the final step's kernels"))
+        per, unit = (1.0, "TFLOP/s") if ceil.matmul_tflops >= 1 else (1e3, "GFLOP/s")  # a CPU's rates in GFLOP/s
+        parts.append(svg.roofline([(p.name, p.intensity, per * p.achieved_tflops) for p in kernels.points],
+                                  roof=lambda x: per * attainable_tflops(x, ceil), ridge=ridge_intensity(ceil),
+                                  title=f"Roofline of {ceil.device_name}: the final step's kernels", y_unit=unit))
     if serving is not None and serving.points:
         parts += ["<h2>Serving: latency against batch size</h2>", _table(serving.readable())]
         if serving.skipped:
@@ -211,7 +271,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
             parts.append("<p>Within a p99 of " + _h(f"{p99_target_ms:g}") + " ms: " + _h("; ".join(
                 f"{n}: batch {p.batch} ({p.img_per_s:,.0f} img/s)" if p else f"{n}: not even batch 1"
                 for n, p in meet.items())) + ".</p>")
-    parts += ["<h2>Reflection</h2><ol>",
+    parts += ["<h2>Reflection</h2>", _own_words(own_words),
+              "<h3>Starting points, generated from the numbers above (argue with them)</h3><ol>",
               f"<li><b>The biggest bottleneck.</b> {_h(r.biggest_bottleneck)}</li>",
               f"<li><b>The change that paid most.</b> {_h(r.paid_most)}</li>",
               f"<li><b>What to try next.</b> {_h(r.try_next)}</li></ol>",

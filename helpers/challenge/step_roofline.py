@@ -32,7 +32,13 @@ from .. import profiling, tables
 from ..bench import Ceilings
 from ..roofline import RooflinePoint, attainable_tflops
 
-__all__ = ["StepKernels", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD"]
+#: Why a kernel can pass its roof: the note under a table where one does.
+PAST_THE_ROOF = ("Above 100% ({names}): the memory roof is the bandwidth one copy kernel reached, reading and writing "
+                 "the same number of bytes. A kernel can pass it where it moves fewer bytes through memory than its "
+                 "FLOP/byte counts (part of its input still in the L2 cache) or mostly reads (max-pool reads four "
+                 "values for each it writes), which memory serves faster than a copy's even mix.")
+
+__all__ = ["StepKernels", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD", "PAST_THE_ROOF"]
 
 FUSED_FORWARD = "relu_maxpool_fwd"  # the Triton kernels' names (helpers.kernels.relu_pool_triton)
 FUSED_BACKWARD = "relu_maxpool_bwd"
@@ -108,8 +114,14 @@ class StepKernels:
         return pd.DataFrame(rows)
 
     def readable(self, ceil: Ceilings) -> tables.Table:
-        """:meth:`table` as a person reads it: three significant figures, shares in %."""
-        return tables.readable(self.table(ceil).set_index("kernels"))
+        """:meth:`table` as a person reads it: three significant figures, shares in %; a note under it where a
+        kernel passes its roof, saying why that can happen."""
+        df = self.table(ceil).set_index("kernels")
+        t = tables.readable(df)
+        over = [str(k) for k, v in df["% of roof"].items() if v > 100]
+        if over:
+            t = dataclasses.replace(t, notes=t.notes + (PAST_THE_ROOF.format(names=", ".join(over)),))
+        return t
 
 
 def step_roofline(prof: profiling.ProfileResult, model: nn.Module, *, image_size: int, batch: int,

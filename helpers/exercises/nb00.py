@@ -13,7 +13,7 @@ import math
 import random
 from typing import Callable
 
-from .common import CheckResult, failed, not_done
+from .common import CheckResult, WrongForm, as_function, as_number, failed, not_done
 
 __all__ = ["ceiling_img_per_s", "check_ceiling_img_per_s"]
 
@@ -31,6 +31,11 @@ def check_ceiling_img_per_s(fn: Callable[[float, float], float], *, trials: int 
     """Check ``fn(matmul_tflops, gflop_per_image) → img/s`` against the reference on fresh random inputs."""
     name = "00 · compute ceiling in img/s"
     ref = ceiling_img_per_s
+    try:
+        fn = as_function(fn, what="Your answer", form="the function itself, ceiling_img_per_s (no brackets: the check "
+                                                      "calls it with fresh inputs), which returns images per second")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     rng = random.Random(seed)
     for _ in range(trials):
         tflops, gflop = rng.uniform(0.05, 1000.0), rng.uniform(0.1, 50.0)
@@ -41,8 +46,11 @@ def check_ceiling_img_per_s(fn: Callable[[float, float], float], *, trials: int 
         except Exception as e:
             return failed(name, ref, f"Calling it with ({tflops:.3g}, {gflop:.3g}) raised {type(e).__name__}: {e}.")
         want = ref(tflops, gflop)
-        if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got):
-            return failed(name, ref, f"It returned {got!r}; return the number of images per second (a float).")
+        try:  # a numpy scalar or a 0-d tensor is a number too
+            got = as_number(got, what="What it returns", form="a number of images per second (a float)")
+        except WrongForm as e:
+            return failed(name, ref, f"For ({tflops:.3g}, {gflop:.3g}) it returned {e.given}; return the number of "
+                                     "images per second (a float).")
         if not math.isclose(got, want, rel_tol=1e-6):
             ratio = got / want if want else float("inf")
             hint = ""

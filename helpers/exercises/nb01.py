@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .common import CheckResult, failed, not_done
+from .common import CheckResult, WrongForm, as_instance, as_names, as_number, blank, failed, not_done
 
 __all__ = ["BOTTLENECKS", "BaselineEvidence", "BaselineAnalysis", "baseline_analysis", "check_baseline_analysis"]
 
@@ -92,24 +92,42 @@ def _off(got: float, want: float, spread: float) -> str | None:
     return f"{abs(got / want - 1):.0%} too {'high' if got > want else 'low'}"
 
 
+_FORM = ("checks.BaselineAnalysis(gpu_util_pct=42.0, bottlenecks=['data_loading', ...], speedup_if_only_compute_x=3.0, "
+         "speedup_at_ceiling_x=40.0)")
+
+
 def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence) -> CheckResult:
     """Compare the learner's analysis with the measured evidence."""
     name = "01 · baseline analysis"
     ref = baseline_analysis(evidence)
-    if (answer.gpu_util_pct is None or not answer.bottlenecks or answer.speedup_if_only_compute_x is None
+    try:
+        answer = as_instance(answer, BaselineAnalysis, what="my_analysis", form=_FORM)
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    if (answer.gpu_util_pct is None or blank(answer.bottlenecks) or answer.speedup_if_only_compute_x is None
             or answer.speedup_at_ceiling_x is None):
         return not_done(name, ref, "Fill in all four fields of BaselineAnalysis and run this cell again.")
-    unknown = [b for b in answer.bottlenecks if b not in BOTTLENECKS]
+    try:
+        util = as_number(answer.gpu_util_pct, what="my_analysis.gpu_util_pct", form="a utilisation in % from 0 to 100, such as "
+                                                                        "42.0", low=0, high=100)
+        bottlenecks = as_names(answer.bottlenecks, what="my_analysis.bottlenecks", form="a list of bottleneck names, largest "
+                                                                           "first, such as ['data_loading', 'compute']")
+        said = {f: as_number(getattr(answer, f), what=f"my_analysis.{f}", form="a speed-up (how many times faster) above 0, such as "
+                                                              "3.0", above=0)
+                for f in ("speedup_if_only_compute_x", "speedup_at_ceiling_x")}
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    unknown = [b for b in bottlenecks if b not in BOTTLENECKS]
     if unknown:
         return failed(name, ref, f"{unknown} are not bottleneck names; use these: {', '.join(BOTTLENECKS)}.")
     what = "NVML GPU utilisation" if evidence.util_source == "nvml" else "CPU utilisation (no GPU here)"
-    if abs(answer.gpu_util_pct - evidence.util_pct) > 10:
-        return failed(name, ref, f"You wrote {answer.gpu_util_pct:.0f}% utilisation; the monitor measured "
+    if abs(util - evidence.util_pct) > 10:
+        return failed(name, ref, f"You wrote {util:.0f}% utilisation; the monitor measured "
                                  f"{evidence.util_pct:.0f}% mean {what}. Read it from the monitor's summary.")
     ranked = evidence.ranked_bottlenecks()
-    if answer.bottlenecks[0] != ranked[0]:
+    if bottlenecks[0] != ranked[0]:
         shares = ", ".join(f"{_PHASE_TO_BOTTLENECK[k]} {v / evidence.step_ms:.0%}" for k, v in evidence.phase_ms.items())
-        return failed(name, ref, f"Your first bottleneck is {answer.bottlenecks[0]!r}, but the step breakdown says "
+        return failed(name, ref, f"Your first bottleneck is {bottlenecks[0]!r}, but the step breakdown says "
                                  f"{ranked[0]!r} takes the largest share ({shares}).")
     compute = evidence.phase_ms.get("compute", 0.0)
     only, ceiling = evidence.speedup_if_only_compute(), evidence.speedup_at_ceiling()
@@ -122,7 +140,7 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
              "speedup_at_ceiling_x": " That is the figure with only the compute left: the ceiling also makes the "
                                      "compute itself faster."}
     for field, want in figures.items():
-        got = getattr(answer, field)
+        got = said[field]
         off = _off(got, want, READING_SPREAD[field])
         if off:
             (swapped,) = (k for k in figures if k != field)

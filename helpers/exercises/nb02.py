@@ -9,6 +9,7 @@ Try the exercises before reading the reference solutions below.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Callable
 
@@ -17,7 +18,7 @@ import torch
 from .. import augment, bench, data, env
 from ..augment import AugmentParams
 from ..loaders import LoaderSpec, best_spec
-from .common import CheckResult, failed, not_done
+from .common import CheckResult, WrongForm, as_flag, as_function, as_instance, as_number, failed, not_done
 
 __all__ = ["fast_loader", "gpu_augment", "check_fast_loader", "check_gpu_augment"]
 
@@ -48,6 +49,11 @@ def gpu_augment(batch: torch.Tensor, params: AugmentParams, out_size: int) -> to
 
 # -- the checks ----------------------------------------------------------------------------------------
 
+#: A batch past this many times the grid's largest is not measured (it may not fit in the host's memory), nor a
+#: prefetch deeper than this many batches per worker.
+_MAX_BATCH_X, _MAX_PREFETCH = 16, 64
+
+
 def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float = 0.8,
                       gpu: bool = False) -> CheckResult:
     """``spec`` (a LoaderSpec) must suit training: no more workers than cores, a large batch, pinned memory
@@ -57,16 +63,30 @@ def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float 
     """
     name = "02 · a fast loader configuration"
     ref = fast_loader(grid_df, pinned=True if gpu else None)
-    if spec is None:
+    if spec is None or spec is ...:
         return not_done(name, ref, "Set my_spec to a LoaderSpec and run this cell again.")
-    if not isinstance(spec, LoaderSpec):
-        return failed(name, ref, f"my_spec is a {type(spec).__name__}; build it with LoaderSpec(batch_size=..., "
-                                 "num_workers=..., pin_memory=...).")
+    largest = int(grid_df["batch_size"].max())
+    try:  # LoaderSpec checks its own batch size and workers; what it does not check, and sizes past any grid:
+        spec = as_instance(spec, LoaderSpec, what="my_spec", form="a LoaderSpec: build it with LoaderSpec("
+                                                                  "batch_size=..., num_workers=..., pin_memory=...)")
+        spec = dataclasses.replace(
+            spec,
+            batch_size=as_number(spec.batch_size, what="my_spec.batch_size", integer=True, low=1, high=_MAX_BATCH_X * largest,
+                                 form=f"a whole number of images from 1 to {_MAX_BATCH_X * largest:,}, such as "
+                                      f"{largest} (the grid's largest)"),
+            num_workers=as_number(spec.num_workers, what="my_spec.num_workers", integer=True, low=0,
+                                  form="a whole number of worker processes, 0 (the main process) or more"),
+            pin_memory=as_flag(spec.pin_memory, what="my_spec.pin_memory"),
+            persistent_workers=as_flag(spec.persistent_workers, what="my_spec.persistent_workers"),
+            prefetch_factor=None if spec.prefetch_factor is None else as_number(
+                spec.prefetch_factor, what="my_spec.prefetch_factor", integer=True, low=1, high=_MAX_PREFETCH,
+                form=f"None or a whole number of batches each worker prepares ahead, from 1 to {_MAX_PREFETCH}"))
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     cores = env.usable_cpus()
     if spec.num_workers > cores:
         return failed(name, ref, f"num_workers={spec.num_workers} is more than the {cores} cores this process may use: "
                                  "the extra workers only compete for them. Look at the worker sweep.")
-    largest = int(grid_df["batch_size"].max())
     if spec.batch_size * 2 < largest:
         return failed(name, ref, f"batch_size={spec.batch_size} feeds the GPU small batches, which it computes far less "
                                  f"efficiently (01_baseline); pick one of the grid's larger batches (up to {largest}).")
@@ -92,6 +112,11 @@ def check_gpu_augment(fn: Callable, *, device, out_size: int = 64, n: int = 64, 
     """``fn(batch_u8_nchw, params, out_size)`` must match :func:`helpers.augment.cpu_augment` and beat the CPU loop."""
     name = "02 · augmentation on the GPU"
     ref = gpu_augment
+    try:
+        fn = as_function(fn, what="Your answer", form="the function itself, gpu_augment (no brackets: the check calls "
+                                                      "it on a batch), which returns the augmented batch")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     rng_seed = seed if seed is not None else random.randrange(2**31)
     images, _ = data.synthetic_images(n, seed=rng_seed)
     params = augment.random_params(n, crop=28, seed=rng_seed + 1)

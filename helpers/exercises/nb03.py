@@ -24,7 +24,8 @@ from ..kernels.graphs import graph_launches, graph_speedup
 from ..kernels.launches import triton_launches
 from ..kernels.softmax import naive_softmax
 from ..roofline import RooflinePoint, attainable_tflops, ridge_intensity
-from .common import CheckResult, failed, not_done
+from .common import (CheckResult, WrongForm, as_choice, as_function, as_instance, as_mapping, as_number, blank,
+                     describe, failed, not_done)
 
 __all__ = ["fused_softmax", "graphed", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
            "check_fused_softmax", "check_cuda_graph", "check_roofline"]
@@ -142,8 +143,13 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     bench_cols``."""
     name = "03 · a fused softmax in Triton"
     ref = fused_softmax
-    if fn is None:
+    if fn is None or fn is ...:
         return not_done(name, ref, "Write the kernel, set my_softmax = softmax_rows, and run this cell again.")
+    try:
+        fn = as_function(fn, what="my_softmax", form="a function x -> softmax of x's rows: my_softmax = softmax_rows "
+                                                     "(no brackets)")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     dev = torch.device(device)
     rng = random.Random(seed if seed is not None else random.randrange(2**31))
     g = torch.Generator().manual_seed(rng.randrange(2**31))
@@ -211,10 +217,17 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
     (small MLP, ``batch`` rows): an eager function, however fast the timing's noise makes it look, fails."""
     name = "03 · a CUDA graph capture"
     dev = torch.device(device)
+    unwritten = make_graphed is None or make_graphed is ...
+    if not unwritten:  # the answer's form needs no GPU: say it on any machine
+        try:
+            as_function(make_graphed, what="my_graphed", form="a function (model, example) -> a function x -> model(x) "
+                                                               "that replays a CUDA graph: pass my_graphed (no brackets)")
+        except WrongForm as e:
+            return failed(name, graphed if dev.type == "cuda" else None, str(e))
     if dev.type != "cuda":
         return CheckResult(name, "not done", "CUDA graphs need a CUDA GPU; this check runs on a GPU node. The notebook "
                                              "carries on without graphs here.", None)
-    if make_graphed is None:
+    if unwritten:
         return not_done(name, graphed, "Write my_graphed and run this cell again.")
     torch.manual_seed(seed if seed is not None else random.randrange(2**31))
     model = models.small_mlp().to(dev).eval()
@@ -281,22 +294,40 @@ def check_roofline(answers: dict[str, Placement] | None, ceil: Ceilings, *,
     name = "03 · two kernels on the roofline"
     kernels = kernels or given_kernels()
     ref = placements(kernels, ceil)
-    if not answers or all(a is None or (a.flops is None and a.bytes is None) for a in answers.values()):
+    if blank(answers):
+        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell again.")
+    one = "Placement(flops=..., bytes=..., bound='memory' or 'compute')"
+    try:
+        answers = as_mapping(answers, what="my_placements", form="a dict of one Placement per kernel: {'add': " + one
+                                                                 + ", 'matmul': " + one + "}")
+        for key, a in answers.items():
+            if a is not None:
+                label = repr(key) if isinstance(key, str) else describe(key)
+                as_instance(a, Placement, what=f"my_placements[{label}]", form=one)
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    if all(a is None or (a.flops is None and a.bytes is None) for a in answers.values()):
         return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell again.")
     for key, want in ref.items():
         got = answers.get(key)
         if got is None or got.flops is None or got.bytes is None or got.bound is None:
             return not_done(name, ref, f"Fill in flops, bytes and bound for {key!r}.")
-        for what, g, w in (("FLOPs", got.flops, want.flops), ("bytes", got.bytes, want.bytes)):
+        try:
+            flops = as_number(got.flops, what=f"my_placements[{key!r}].flops", form="a count of floating-point operations above 0, "
+                                                                    "such as 2e9", above=0)
+            moved = as_number(got.bytes, what=f"my_placements[{key!r}].bytes", form="a count of bytes moved above 0, such as 6e6",
+                              above=0)
+            bound = as_choice(got.bound, ("memory", "compute"), what=f"my_placements[{key!r}].bound", noun="a roof")
+        except WrongForm as e:
+            return failed(name, ref, str(e))
+        for what, g, w in (("FLOPs", flops, want.flops), ("bytes", moved, want.bytes)):
             if not (g > 0) or abs(g / w - 1) > 0.01:
                 hint = _ratio_hint(g, w, what) if g > 0 else None
                 return failed(name, ref, f"{key}: your {what} value ({g:.4g}) " + (hint or "is off. "
                                          + ("An add does one FLOP per element; " if key == "add" else
                                             "An n×n @ n×n product does n³ multiply-adds; ")
                                          + "bytes are every input read and every output written once, 2 per bf16 element."))
-        if got.bound not in ("memory", "compute"):
-            return failed(name, ref, f"{key}: bound must be 'memory' or 'compute', not {got.bound!r}.")
-        if got.bound != want.bound:
+        if bound != want.bound:
             ai = want.flops / want.bytes
             return failed(name, ref, f"{key}: at {ai:.3g} FLOP/byte it is {want.bound}-bound on this device, whose "
                                      f"ridge is at {ridge_intensity(ceil):.0f} FLOP/byte (peak ÷ bandwidth).")

@@ -18,7 +18,8 @@ from torch import nn
 
 from .. import data, env, models
 from ..memory import search
-from .common import CheckResult, failed, not_done
+from .common import (CheckResult, WrongForm, as_choice, as_flag, as_function, as_instance, as_number, as_text,
+                     failed, not_done)
 
 __all__ = ["MemoryPlan", "MemoryBudget", "measure_plan", "memory_budget", "memory_plan", "AmpPlan", "amp_plan",
            "amp_step", "check_memory_plan", "check_amp_step"]
@@ -78,16 +79,36 @@ def memory_plan(budget: MemoryBudget) -> MemoryPlan:
     return MemoryPlan(batch_size=budget.base_batch, dtype="bf16", checkpoint=False, grad_accum=budget.factor)
 
 
+#: The largest micro-batch the check measures, in multiples of the batch the exercise asks for.
+_MAX_BATCH_X = 64
+
+
 def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=None) -> CheckResult:
     """The plan must train ``budget.factor``× the base batch per optimizer step, with a peak within the budget."""
     name = "04 · a larger batch in the same memory budget"
     ref = memory_plan(budget)
-    if plan is None or plan.batch_size is None:
+    if plan is None or plan is ...:
         return not_done(name, ref, "Fill in my_plan and run this cell again.")
-    if plan.dtype not in _DTYPES:
-        return failed(name, ref, f"dtype={plan.dtype!r}: choose one of {', '.join(_DTYPES)}.")
-    if plan.batch_size < 1 or plan.grad_accum < 1:
-        return failed(name, ref, "batch_size and grad_accum must be positive integers.")
+    try:
+        plan = as_instance(plan, MemoryPlan, what="my_plan", form="checks.MemoryPlan(batch_size=..., dtype='fp32', "
+                                                                  "'bf16' or 'fp16', checkpoint=True or False, "
+                                                                  "grad_accum=...)")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    if plan.batch_size is None:
+        return not_done(name, ref, "Fill in my_plan and run this cell again.")
+    most = _MAX_BATCH_X * budget.target_batch  # a micro-batch past this would only run out of memory, or of time
+    try:
+        plan = dataclasses.replace(
+            plan,
+            batch_size=as_number(plan.batch_size, what="my_plan.batch_size", integer=True, low=1, high=most,
+                                 form=f"a whole number of images per micro-batch, from 1 to {most:,}"),
+            dtype=as_choice(plan.dtype, _DTYPES, what="my_plan.dtype", noun="a precision this exercise offers"),
+            checkpoint=as_flag(plan.checkpoint, what="my_plan.checkpoint"),
+            grad_accum=as_number(plan.grad_accum, what="my_plan.grad_accum", integer=True, low=1,
+                                 form="a whole number of micro-batches per optimizer step, 1 or more"))
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     if plan.effective_batch < budget.target_batch:
         return failed(name, ref, f"The optimizer would see {plan.effective_batch} images per step; the exercise asks for "
                                  f"{budget.target_batch} ({budget.factor}× {budget.base_batch}). batch_size × grad_accum "
@@ -194,10 +215,24 @@ def check_amp_step(fn: Callable | None, plan: AmpPlan | None, *, device=None, st
     difference over the second half), and take the same first step as fp32, with accumulation and clipping on."""
     name = "04 · mixed precision that trains like fp32"
     ref = (amp_step, amp_plan())
-    if fn is None or plan is None or plan.dtype is None:
+    if fn is None or fn is ... or plan is None or plan is ...:
         return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again.")
-    if plan.dtype not in ("bf16", "fp16"):
-        return failed(name, ref, f"dtype={plan.dtype!r}: choose 'bf16' or 'fp16'.")
+    try:
+        plan = as_instance(plan, AmpPlan, what="my_amp", form="checks.AmpPlan(dtype='bf16' or 'fp16', use_scaler=True "
+                                                              "or False, why='...')")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    if plan.dtype is None:
+        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again.")
+    try:
+        fn = as_function(fn, what="Your answer", form="the function itself, amp_step (no brackets: the check trains "
+                                                      "with it)")
+        plan = dataclasses.replace(plan, dtype=as_choice(plan.dtype, ("bf16", "fp16"), what="my_amp.dtype",
+                                                         noun="a low precision this exercise offers"),
+                                   use_scaler=as_flag(plan.use_scaler, what="my_amp.use_scaler", none_is=False),
+                                   why=as_text(plan.why, what="my_amp.why", form="a sentence in quotes", none_is=""))
+    except WrongForm as e:
+        return failed(name, ref, str(e))
     if plan.dtype == "fp16" and not plan.use_scaler:
         return failed(name, ref, "fp16 without a scaler: fp16's smallest normal number is about 6e-5, and small "
                                  "gradients round to zero. Use torch.amp.GradScaler, or bf16.")

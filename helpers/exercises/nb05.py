@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..ddp.launch import LaunchResult, LaunchSpec, launch_nodes
-from .common import CheckResult, failed, not_done
+from .common import CheckResult, WrongForm, as_function, as_number, as_path, failed, not_done
 
 __all__ = ["DATASET_SIZE", "WORKER_SOLUTION", "solution_worker", "check_ddp_worker", "predicted_efficiency_pct",
            "check_predicted_efficiency"]
@@ -139,8 +139,15 @@ def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResu
 
     Its ``value`` is the worker's path when it passed, else the reference worker's.
     """
-    path = Path(path)
-    if not path.is_file():
+    try:
+        path = as_path(path, what="The worker's path", form="the path of your worker file, a string or a Path such as "
+                                                            "RUN_DIR / 'my_worker.py'")
+        there = path.is_file()
+    except WrongForm as e:
+        return failed(_WORKER_CHECK, solution_worker(), str(e))
+    except (OSError, ValueError):  # a name no file can have (too long, say): no such file either
+        there = False
+    if not there:
         return not_done(_WORKER_CHECK, solution_worker(), f"write the worker first: {path} does not exist yet (run "
                                                           "the %%writefile cell above).")
     out = Path(tempfile.mkdtemp(prefix="ddp-exercise-"))
@@ -187,14 +194,25 @@ _WRONG: list[tuple[Callable[[float, float, float], float], str]] = [
 def check_predicted_efficiency(fn: Callable[[float, float, float], float]) -> CheckResult:
     """Test ``fn(compute_ms, allreduce_ms, hidden_fraction) -> %`` on fresh numbers; name a known mistake."""
     name = "05 · predict the efficiency of two GPUs"
+    try:
+        fn = as_function(fn, what="Your answer", form="the function itself, predicted_efficiency_pct (no brackets: the "
+                                                      "check calls it with fresh numbers), which returns a percentage")
+    except WrongForm as e:
+        return failed(name, predicted_efficiency_pct, str(e))
     rng = random.Random()
     cases = [(rng.uniform(1, 60), rng.uniform(0.2, 20), rng.uniform(0, 0.95)) for _ in range(6)] + [(10.0, 4.0, 0.0)]
     try:
-        got = [float(fn(*c)) for c in cases]
+        returned = [fn(*c) for c in cases]
     except NotImplementedError:
         return not_done(name, predicted_efficiency_pct, "Write predicted_efficiency_pct, then run this cell again.")
     except Exception as e:  # the learner's code: any error is theirs to see
         return failed(name, predicted_efficiency_pct, f"it raised {type(e).__name__}: {e}")
+    try:  # a numpy scalar or a 0-d tensor is a number too
+        got = [as_number(r, what="What it returns", form="the efficiency in percent, a number such as 87.5")
+               for r in returned]
+    except WrongForm as e:
+        return failed(name, predicted_efficiency_pct, f"it returned {e.given}; return the efficiency in percent, a "
+                                                      "number such as 87.5.")
     want = [predicted_efficiency_pct(*c) for c in cases]
     if all(math.isclose(g, w, rel_tol=1e-6) for g, w in zip(got, want)):
         return CheckResult(name, "passed", "Right on fresh numbers. Now compare it with what two GPUs measure.", fn)

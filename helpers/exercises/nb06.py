@@ -18,7 +18,8 @@ from torch import nn
 
 from ..challenge.harness import Session, Submission, Verdict, judge
 from ..leaderboard import CHECKS
-from .common import CheckResult, failed, not_done
+from .common import (CheckResult, WrongForm, as_choice, as_mapping, as_number, as_pair, as_text, describe, failed,
+                     not_done)
 
 __all__ = ["suspects", "check_spot_the_cheat", "cheats_solution", "kind_shares", "check_read_the_profile",
            "profile_solution", "PROFILE_TOLERANCE_PTS"]
@@ -57,40 +58,70 @@ def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) ->
     return out
 
 
+def _all_broken(v: Verdict) -> list[str]:
+    """Every rule the run broke, in the harness's order (a run can break several: fewer images and worse accuracy)."""
+    return [k for k, (ok, _) in v.checks.items() if not ok]
+
+
 def _broken(v: Verdict) -> str | None:
-    failed_checks = [k for k, (ok, _) in v.checks.items() if not ok]
-    return failed_checks[0] if failed_checks else None
+    broken = _all_broken(v)
+    return broken[0] if broken else None
 
 
 def cheats_solution(runs: dict[str, Verdict]) -> dict[str, str | None]:
-    """The reference answer: each run's first broken rule, or None (read from the harness's own checks)."""
+    """The reference answer: each run's first broken rule, or None (read from the harness's own checks). Naming any
+    other rule the run broke is right too."""
     return {name: _broken(v) for name, v in runs.items()}
 
 
+_CHEATS_FORM = 'a dict with one entry per run, such as {"run A": None, "run B": "same_function", ...}'
+
+
 def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, Verdict]) -> CheckResult:
-    """``answer`` maps each run to the rule it broke (one of the leaderboard's CHECKS) or None if it broke none."""
+    """``answer`` maps each run to a rule it broke (one of the leaderboard's CHECKS; any of them when it broke several)
+    or None if it broke none."""
     name = "06.1 · spot the cheat"
     truth = cheats_solution(runs)
     if answer is None or answer is ...:
         return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness printed.")
-    if not isinstance(answer, dict) or set(answer) != set(runs):
-        return failed(name, truth, f"Give one entry per run: {', '.join(runs)}.")
-    bad = [v for v in answer.values() if v is not None and v not in CHECKS]
-    if bad:
-        return failed(name, truth, f"{bad[0]!r} is not a rule; the rules are {', '.join(CHECKS)} (or None).")
+    try:
+        answer = as_mapping(answer, what="my_cheats", form=_CHEATS_FORM)
+    except WrongForm as e:
+        return failed(name, truth, str(e))
+    if set(answer) != set(runs):
+        missing = [r for r in runs if r not in answer]
+        others = [k for k in answer if k not in runs]
+        yours = "; yours " + " and ".join(
+            ([f"has no entry for {', '.join(missing)}"] if missing else [])
+            + ([f"has {len(others)} other key{'s' * (len(others) > 1)} ("
+                + ", ".join(repr(k) if isinstance(k, str) else describe(k) for k in others[:3])
+                + (", …" if len(others) > 3 else "") + ")"] if others else []))
+        return failed(name, truth, f"Give one entry per run: {', '.join(runs)}{yours}.")
+    said = {}
+    for run in runs:
+        try:
+            said[run] = as_choice(answer[run], CHECKS, what=f"my_cheats[{run!r}]", allow_none=True, noun="a rule")
+        except WrongForm as e:
+            several = isinstance(answer[run], (list, tuple, set, frozenset))  # two rules named at once, say
+            return failed(name, truth, str(e) + (" Name one rule per run: any rule the run broke is right."
+                                                 if several else ""))
     wrong = []
-    for run, said in answer.items():
-        real = truth[run]
-        if said == real:
-            continue
+    for run, rule in said.items():
         v = runs[run]
-        if real is None:
+        broken = _all_broken(v)
+        if rule in broken or (rule is None and not broken):
+            continue
+        why = dict(v.checks)
+        if not broken:
             wrong.append(f"{run} broke no rule ({v.img_per_s:,.0f} img/s is fast, and fast is allowed), "
-                         f"you said {said}")
-        elif said is None:
-            wrong.append(f"{run} broke {real}: {dict(v.checks)[real][1]}")
+                         f"you said {rule}")
+        elif len(broken) == 1:
+            real = broken[0]
+            wrong.append(f"{run} broke {real}: {why[real][1]}" if rule is None else
+                         f"{run} broke {real}, not {rule}: {why[real][1]}")
         else:
-            wrong.append(f"{run} broke {real}, not {said}: {dict(v.checks)[real][1]}")
+            each = " and ".join(f"{k} ({why[k][1]})" for k in broken)
+            wrong.append(f"{run} broke {each}" + ("" if rule is None else f", not {rule}; naming any of them is right"))
     if wrong:
         return failed(name, truth, "; ".join(wrong) + ".")
     n = sum(v is not None for v in truth.values())
@@ -124,10 +155,14 @@ def check_read_the_profile(answer: tuple[str, float] | None, prof) -> CheckResul
     if answer is None or answer is ...:
         return not_done(name, truth, "Group the final run's kernels by kind and give the largest with its share (%).")
     try:
-        kind, pct = answer
-        pct = float(pct)
-    except (TypeError, ValueError):
-        return failed(name, truth, "Answer with a pair: (kind, share in %), such as ('GEMM', 12.5).")
+        kind, pct = as_pair(answer, what="my_profile_answer", form="a (kind, share in %) pair such as ('GEMM', 12.5)")
+        kind = as_text(kind, what="The kind in my_profile_answer", form="a kind's name as the table writes it, "
+                                                                       "such as 'GEMM'")
+        pct = as_number(pct, what="The share in my_profile_answer", form="a share in % from 0 to 100, such as 12.5",
+                        low=0, high=100)
+    except WrongForm as e:
+        return failed(name, truth, str(e))
+    kind = {k.casefold(): k for k in shares}.get(kind.casefold(), kind)  # 'gemm' names the table's 'GEMM'
     if 0 < pct <= 1 and truth[1] > 1:
         return failed(name, truth, f"{pct} looks like a fraction; give the share in % (0 to 100).")
     if kind != truth[0]:

@@ -26,7 +26,7 @@ _PHASES = ("forward", "backward", "optimizer")
 class MemoryTimeline:
     """Allocated bytes after each allocator event, and the spans of the step's phases."""
 
-    device: str
+    device: str  # the GPU's name as reports name it (env.device_label), "cpu" without one
     t_ms: tuple[float, ...]
     allocated: tuple[int, ...]
     reserved: tuple[int, ...]
@@ -53,7 +53,8 @@ def memory_timeline(step: Callable[[], object], *, steps: int = 2,
     phases = sorted(((e["name"], max(0.0, (e["ts"] - t0) / 1e3), (e["ts"] + e["dur"] - t0) / 1e3)
                      for e in prof.trace_events() if e["cat"] == "user_annotation" and e["name"] in _PHASES
                      and e["ts"] + e["dur"] >= t0), key=lambda p: p[1])
-    return MemoryTimeline(dev.type, tuple((e["ts"] - t0) / 1e3 for e in events), tuple(e["allocated"] for e in events),
+    name = env.device_label(torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu")  # as the title says
+    return MemoryTimeline(name, tuple((e["ts"] - t0) / 1e3 for e in events), tuple(e["allocated"] for e in events),
                           tuple(e["reserved"] for e in events), tuple(phases))
 
 
@@ -82,6 +83,6 @@ def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
         fig.add_vrect(x0=start, x1=end, fillcolor=colors[name], line_width=0)
         fig.add_annotation(x=start, xanchor="left", y=1 - 16 * row / plot_h, yref="paper", yanchor="top", text=name,
                            showarrow=False)
-    fig.update_layout(title=title or f"Memory over time ({tl.device}): peak {tl.peak / gib:.2f} GiB allocated",
+    fig.update_layout(title=title or f"Memory over time: peak {tl.peak / gib:.2f} GiB allocated<br><sup>{tl.device}</sup>",
                       xaxis_title="ms since the first allocation", yaxis_title="GiB", height=height)
     return fig

@@ -1,0 +1,189 @@
+"""What a leaderboard entry is, and everything about its content that the leaderboard refuses: the figures it keeps
+(:data:`REQUIRED`, :data:`OPTIONAL`, with the range a real run falls in), the rules the harness checks
+(:data:`CHECKS`), :class:`Entry` with the checks of its name, checks, figures (numbers, in range, agreeing with one
+another) and where it ran, and :func:`configuration_of`, which names a training configuration the same way each time.
+
+    entry = Entry.of("my run", verdict.figures(), checks, configuration=configuration_of(config))
+    entry.validate()  # raises EntryRefused with the reason in one line, or returns quietly
+
+An entry made here is not sealed, and ``leaderboard.add`` refuses it: ``verdict.entry(name)`` makes and seals it
+(:mod:`.seal`); :mod:`.store` writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import json
+import math
+import numbers
+from typing import Any, Mapping
+
+from .. import results
+
+__all__ = ["REQUIRED", "OPTIONAL", "CHECKS", "NAME_MAX", "Entry", "EntryRefused", "configuration_of"]
+
+#: Figures every entry must carry, with the range a real run falls in (name → (lowest, highest, what it is)).
+REQUIRED: dict[str, tuple[float, float, str]] = {
+    "img_per_s": (0.0, math.inf, "training images per second in steady state"),
+    "speedup": (0.0, math.inf, "img/s over the same session's baseline"),
+    "mfu_pct": (0.0, 100.0, "model FLOPs per second over the measured bf16 matmul ceiling, in %"),
+    "accuracy": (0.0, 1.0, "held-out accuracy, a fraction"),
+}
+#: Figures an entry may leave as None where this device cannot measure them.
+OPTIONAL: dict[str, tuple[float, float, str]] = {
+    "peak_mem_gb": (0.0, math.inf, "peak GPU memory allocated by PyTorch, GB (none on a CPU)"),
+    "nvml_util_pct": (0.0, 100.0, "NVML's GPU utilisation in steady state, in %"),
+    "gpm_sm_pct": (0.0, 100.0, "GPM's SM activity in steady state, in %"),
+    "speedup_bound": (0.0, math.inf, "the most a speed-up can be on this node: the ceiling over the baseline"),
+    "baseline_img_per_s": (0.0, math.inf, "the same session's baseline"),
+}
+_POSITIVE = {"img_per_s", "speedup", "mfu_pct", "speedup_bound", "baseline_img_per_s"}  # more than zero in a run
+_NUMBER = (numbers.Real, decimal.Decimal)  # int, float, Fraction, numpy's scalars, Decimal: any real number
+_REL_TOL = 1e-5  # figures re-derived from others agree within rounding (float32 figures included)
+
+#: The rules the harness checks; an entry must carry each, passed.
+CHECKS: dict[str, str] = {
+    "same_function": "the model's outputs match the reference network's on the same weights",
+    "images_seen": "it trained on as many images as the baseline",
+    "accuracy_not_worse": "its held-out accuracy is no worse than the baseline's",
+}
+NAME_MAX = 80  #: the longest name, in characters
+_NAME_RULE = f"a name has 1 to {NAME_MAX} printable characters, no space at either end"
+_HARNESS = "make it with verdict.entry(name)"
+
+
+class EntryRefused(ValueError):
+    """An entry the leaderboard will not take; the message (one line) says what to change."""
+
+
+def _show(value: Any, width: int = 24) -> str:
+    """``repr(value)``, cut to ``width`` characters: a message stays one short line whatever it quotes."""
+    try:
+        s = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit for text
+        s = f"<an {type(value).__name__} of over 4,300 digits>"
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool) or (type(v).__module__ == "numpy" and type(v).__name__ in ("bool", "bool_"))
+
+
+def _name_problem(name: Any) -> str | None:
+    if not isinstance(name, str):
+        return f"it is not text but {type(name).__name__}"
+    if not name:
+        return "it is empty"
+    if len(name) > NAME_MAX:
+        return f"it has {len(name):,} characters"
+    bad = next((c for c in name if not c.isprintable()), None)
+    if bad is not None:
+        return f"it holds {bad!r} at character {name.index(bad) + 1}"
+    if name != name.strip():
+        return "it has a space at one end"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One judged run: its name, where it ran, the harness's rule checks, its figures, its configuration and the
+    seal that says the harness made it. Make it with ``verdict.entry(name)``; one built by hand is refused."""
+
+    name: str
+    figures: Mapping[str, float | None]
+    checks: Mapping[str, bool]
+    header: Mapping[str, Any]  # device, driver, torch, cuda, host_cpu, date (results.device_header())
+    configuration: str = ""  # the run's training configuration as canonical JSON (configuration_of)
+    seal: str = dataclasses.field(default="", repr=False)  # HMAC-SHA256 by the key beside the database
+
+    @classmethod
+    def of(cls, name: str, figures: Mapping[str, float | None], checks: Mapping[str, bool],
+           header: Mapping[str, Any] | None = None, *, configuration: str = "") -> "Entry":
+        """An unsealed entry for a run on this machine (its device, versions and today's date); the harness
+        seals it (``verdict.entry``), and :func:`add` takes no other."""
+        return cls(name, dict(figures), dict(checks), dict(header or results.device_header()), configuration)
+
+    def validate(self) -> None:
+        """Raise :class:`EntryRefused` saying what is wrong; return quietly when the entry's content can be ranked
+        (:func:`add` also checks the seal)."""
+        self._figures()
+
+    def _figures(self) -> dict[str, float | None]:
+        """The figures as floats, after every check of content; raises :class:`EntryRefused`."""
+        problem = _name_problem(self.name)
+        if problem:
+            raise EntryRefused(f"name {_show(self.name)} refused ({problem}): {_NAME_RULE}.")
+        who = repr(self.name)
+        for part in ("figures", "checks", "header"):
+            if not isinstance(getattr(self, part), Mapping):
+                raise EntryRefused(f"{who}: its {part} are a {type(getattr(self, part)).__name__}, not a dict; "
+                                   f"{_HARNESS}.")
+        unknown = sorted(map(str, set(self.checks) - set(CHECKS)))
+        if unknown:
+            raise EntryRefused(f"{who}: unknown checks {unknown}; the harness checks {', '.join(CHECKS)}.")
+        for k, v in self.checks.items():
+            if not _is_bool(v):
+                raise EntryRefused(f"{who}: check {k} is {_show(v)}; each check is True or False (a verdict's "
+                                   f"checks are (passed, why) pairs: {_HARNESS}).")
+        failed = [k for k in CHECKS if not self.checks.get(k, False)]
+        if failed:
+            why = "; ".join(f"{k}: {CHECKS[k]}" if k in self.checks else f"{k}: not checked" for k in failed)
+            raise EntryRefused(f"{who} was not ranked: the harness did not pass it ({why}). Fix the run and "
+                               "judge it again; a refused run never enters the leaderboard.")
+        unknown = sorted(map(str, set(self.figures) - set(REQUIRED) - set(OPTIONAL)))
+        if unknown:
+            raise EntryRefused(f"{who}: unknown figures {unknown}; the leaderboard keeps {sorted(REQUIRED)} and, "
+                               f"where measured, {sorted(OPTIONAL)}.")
+        out: dict[str, float | None] = {}
+        for name, (lo, hi, what) in {**REQUIRED, **OPTIONAL}.items():
+            value = self.figures.get(name)
+            if value is None:
+                if name in REQUIRED:
+                    raise EntryRefused(f"{who}: the figure {name!r} ({what}) is missing; every entry needs "
+                                       f"{', '.join(REQUIRED)}.")
+                out[name] = None
+                continue
+            if _is_bool(value) or not isinstance(value, _NUMBER):
+                raise EntryRefused(f"{who}: {name}={_show(value)} is a {type(value).__name__}; it must be a "
+                                   f"number ({what}).")
+            try:
+                x = float(value)
+            except ValueError:  # a signalling NaN
+                x = math.nan
+            except OverflowError:
+                raise EntryRefused(f"{who}: {name}={_show(value)} is too large to be a figure ({what}: {lo:g} to "
+                                   f"{hi:g}). Judge the run with the harness rather than typing figures.") from None
+            if not math.isfinite(x) or not lo <= x <= hi or (name in _POSITIVE and x <= 0):
+                raise EntryRefused(f"{who}: {name}={_show(value)} is outside what a run can measure ({what}: "
+                                   f"{lo:g} to {hi:g}). Judge the run with the harness rather than typing figures.")
+            out[name] = x
+        _agree(who, out)
+        missing = [h for h in ("device", "torch", "date") if not self.header.get(h)]
+        if missing:
+            raise EntryRefused(f"{who}: where it ran is missing ({', '.join(missing)}); {_HARNESS}, which reads "
+                               "them from this machine.")
+        if not isinstance(self.configuration, str):
+            raise EntryRefused(f"{who}: its configuration is a {type(self.configuration).__name__}, not text; "
+                               f"{_HARNESS}.")
+        return out
+
+
+def _agree(who: str, f: Mapping[str, float | None]) -> None:
+    """Refuse figures that contradict each other: what the harness derives from others must match."""
+    img, speedup, mfu = f["img_per_s"], f["speedup"], f["mfu_pct"]
+    base, bound = f["baseline_img_per_s"], f["speedup_bound"]
+    tail = "figures typed or edited by hand are never ranked: judge the run with the harness."
+    if base is not None and not math.isclose(speedup, img / base, rel_tol=_REL_TOL):
+        raise EntryRefused(f"{who}: speedup={speedup:.6g} does not agree with img_per_s ÷ baseline_img_per_s = "
+                           f"{img:.6g} ÷ {base:.6g} = {img / base:.6g}; {tail}")
+    if bound is not None and not math.isclose(mfu, 100 * speedup / bound, rel_tol=_REL_TOL):
+        raise EntryRefused(f"{who}: mfu_pct={mfu:.6g} does not agree with 100 × speedup ÷ speedup_bound = "
+                           f"{100 * speedup / bound:.6g} (both are img/s over the ceiling); {tail}")
+
+
+def configuration_of(config: Any) -> str:
+    """A training configuration (a dataclass such as ``TrainConfig``, or a dict) as canonical JSON: the same
+    configuration always gives the same text, which is how the leaderboard knows a re-run."""
+    fields = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
