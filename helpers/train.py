@@ -22,7 +22,7 @@ import itertools
 import math
 import statistics
 import time
-from typing import Callable, Iterator, Literal, NoReturn
+from typing import Callable, Container, Iterator, Literal, NoReturn
 
 import torch
 from torch import nn
@@ -243,9 +243,17 @@ class Trainer:
     """The training loop, one step at a time (so profilers and monitors can wrap a step).
 
     ``Trainer(cfg).run()`` is :func:`train`. ``trainer.step()`` runs one step.
+
+    ``spot_check(step, x, logits)``: called at each step whose index (counted from 0, warm-up included) is in
+    ``spot_steps``, with the step's first micro-batch and the logits its forward computed (a copy: under CUDA graphs
+    the graph's output is overwritten by the next replay), after the backward and before the optimizer step, so the
+    weights are still the ones that computed them (the final challenge's spot check). Its time is left out of the
+    step's and the run's; at other steps nothing runs.
     """
 
-    def __init__(self, cfg: TrainConfig, *, device: torch.device | str | None = None, model: nn.Module | None = None):
+    def __init__(self, cfg: TrainConfig, *, device: torch.device | str | None = None, model: nn.Module | None = None,
+                 spot_check: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
+                 spot_steps: Container[int] = ()):
         self.cfg = cfg
         self.device = torch.device(device) if device is not None else env.device()
         self.cuda = self.device.type == "cuda"
@@ -276,6 +284,9 @@ class Trainer:
         self._correct = torch.zeros((), dtype=torch.long, device=self.device)
         self._seen = 0
         self.images_trained = 0  # every step's images, warm-up included (the final challenge's rule counts them)
+        self.steps_done = 0  # every step, warm-up included: the index the spot check is called with
+        self._spot_check, self._spot_steps = spot_check, spot_steps
+        self.spot_check_s = 0.0  # host time the spot check took (left out of the steps' times and the run's)
 
     # -- data ---------------------------------------------------------------------------------
     def _make_batches(self) -> Iterator:
@@ -312,6 +323,8 @@ class Trainer:
         data_s = copy_s = compute_s = 0.0
         ev = _StepEvents.new() if (cuda and measure) else None
         images = 0
+        spot = None
+        spot_due = self._spot_check is not None and self.steps_done in self._spot_steps
         self.optimizer.zero_grad(set_to_none=True)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -339,6 +352,8 @@ class Trainer:
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 logits = self.forward(x)
                 loss = self.loss_fn(logits, y) / cfg.grad_accum
+            if spot_due and micro == 0:
+                spot = (x, logits.detach().clone())  # cloned: a CUDA graph's output is overwritten by its next replay
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
             else:
@@ -350,6 +365,7 @@ class Trainer:
             data_s, copy_s, compute_s = data_s + (t1 - t0), copy_s + (t2 - t1), compute_s + (t3 - t2)
             images += x.shape[0]
         t4 = time.perf_counter()
+        spot_s = self._run_spot_check(*spot) if spot is not None else 0.0
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -368,19 +384,30 @@ class Trainer:
         rec = StepRecord(
             index=len(self.records),
             images=images,
-            step_ms=(t_end - t_start) * 1e3,
+            step_ms=(t_end - t_start - spot_s) * 1e3,
             data_ms=data_s * 1e3,
             copy_host_ms=copy_s * 1e3,
-            compute_host_ms=(compute_s + (t5 - t4)) * 1e3,
+            compute_host_ms=(compute_s + (t5 - t4) - spot_s) * 1e3,
             item_ms=item_s * 1e3,
         )
         self.images_trained += images
+        self.steps_done += 1
         if measure:
             self.records.append(rec)
             self._seen += images
             if ev is not None:
                 self._events.append(ev)
         return rec
+
+    def _run_spot_check(self, x: torch.Tensor, logits: torch.Tensor) -> float:
+        """Call the spot check; return the host time it took, to be left out of the step's and the run's."""
+        self._sync()  # note: a CPU-GPU sync point, at one step of a run: the check's time starts after the step's work
+        start = time.perf_counter()
+        self._spot_check(self.steps_done, x, logits)
+        self._sync()
+        spent = time.perf_counter() - start
+        self.spot_check_s += spent
+        return spent
 
     # -- a run --------------------------------------------------------------------------------
     def run(self, *, on_step: Callable[[StepRecord], None] | None = None, monitor=None, boxed: bool = True,
@@ -426,6 +453,7 @@ class Trainer:
             with phase(f"{phase_prefix}measured"):
                 win = timebox.window("training_window", planned=cfg.steps, minimum=MIN_STABLE_STEPS,
                                      left_out="later steps were not run") if boxed else _Unboxed(cfg.steps)
+                spot_before = self.spot_check_s
                 start = time.perf_counter()
                 while win.more():
                     rec = self.step()
@@ -435,7 +463,7 @@ class Trainer:
                     if monitor is not None:
                         monitor.on_train_step(rec)
                 self._sync()  # note: the clock is read only after the GPU has finished
-                wall = time.perf_counter() - start
+                wall = time.perf_counter() - start - (self.spot_check_s - spot_before)
         except torch.cuda.OutOfMemoryError as e:
             raise explain_out_of_memory(cfg, e) from None
         return self._result(wall, win.cut)
