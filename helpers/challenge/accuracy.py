@@ -30,16 +30,20 @@ def _heldout(n: int, seed: int):
 
 
 def runs_channels_last(model: nn.Module) -> bool:
-    """Was ``model`` converted to channels_last (its first weight a 4-D NHWC tensor)? Its inputs should be too."""
-    w = next(model.parameters())
-    return w.dim() == 4 and w.is_contiguous(memory_format=torch.channels_last)
+    """Was ``model`` converted to channels_last (its first weight a 4-D NHWC tensor)? Its inputs should be too.
+    A network without parameters was not."""
+    w = next(iter(model.parameters()), None)
+    return w is not None and w.dim() == 4 and w.is_contiguous(memory_format=torch.channels_last)
 
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,
                      seed: int = 0, batch: int = 256, device: torch.device | str | None = None) -> float:
     """Share of ``n`` held-out images (default: :data:`HELDOUT_IMAGES` at this scale) that ``model`` labels right."""
     n = n or HELDOUT_IMAGES[env.scale()]
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+    if device is None:
+        first = next(iter(model.parameters()), None)
+        device = first.device if first is not None else env.device()
+    device = torch.device(device)
     images, labels = _heldout(n, seed)
     x_all = torch.from_numpy(images).permute(0, 3, 1, 2)
     y_all = torch.as_tensor(labels)

@@ -2,26 +2,26 @@
 
     rules = Rules.at_scale()                 # 24,576 training images at 224² on a GPU; fewer on a small GPU or a CPU
     cfg = rules.fit(my_cfg)                  # steps set so the run sees exactly rules.images images
-    ok, why = same_function(my_model, reference_model, image_size=rules.image_size)
+    ok, why = same_function(my_model, reference_model, image_size=rules.image_size)   # training, evaluation, gradients
 
 May change: the input pipeline, precision, memory format, ``torch.compile`` and its mode, CUDA graphs, the batch
 size (with the learning rate chosen to match), the optimizer's implementation, and the network's kernels (custom
 ones included) as long as it computes the same function. May not change: that function (checked on the same
-weights), the data set (the synthetic training set, seed 0, at the rules' image size), the number of training
-images seen, and held-out accuracy (no worse than the baseline's, within what chance moves it).
+weights in training and evaluation mode, gradients included, and at one training step drawn at random), the data
+set (the synthetic training set, seed 0, at the rules' image size), the number of training images seen, and
+held-out accuracy (no worse than the baseline's, within what chance moves it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 
-import torch
 from torch import nn
 
 from .. import env
 from ..train import TrainConfig
-from .accuracy import HELDOUT_IMAGES, runs_channels_last
+from .accuracy import HELDOUT_IMAGES
+from .function_check import check_function
 
 __all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN", "ChallengeSize", "SIZES", "size_class"]
 
@@ -95,7 +95,6 @@ class Rules:
     dataset_size: int
     heldout: int  # held-out images accuracy is judged on
     seed: int = 0
-    output_rtol: float = 1e-3  # same function: logits (fp32, no TF32) within this share of their largest value
     size: str = "gpu"  # the SIZES class these rules were made for (the top rungs' batch comes with it)
 
     @classmethod
@@ -157,40 +156,18 @@ class Rules:
         return (cfg.warmup_steps + cfg.steps) * cfg.batch_size * cfg.grad_accum
 
 
-def same_function(model: nn.Module, reference: nn.Module, *, image_size: int, rtol: float = 1e-3,
-                  batch: int = 4) -> tuple[bool, str]:
-    """Do ``model`` and ``reference`` (the same weights) give the same logits on a fixed batch?
+def same_function(model: nn.Module, reference: nn.Module, *, image_size: int, batch: int = 4,
+                  seed: int | None = None, channels_last: bool | None = None) -> tuple[bool, str]:
+    """Do ``model`` and ``reference`` (the same weights) compute the same function? ``(passed, why)``.
 
-    Both run in fp32 with TF32 off, in eval mode, on ``reference``'s device; ``model`` in its own memory format.
-    The logits must agree within ``rtol`` of their largest magnitude: a changed layer, a skipped block or other
-    weights miss by far more, while a different but equivalent kernel (another convolution algorithm, a fused
-    op, zero-padded channels) stays well inside it.
+    Both run in fp32 with TF32 off, on deep copies, on ``batch`` held-out images drawn with ``seed`` (a fresh one
+    by default): in training mode with gradients (the logits, the input's gradient and each reference parameter's,
+    where ``model`` keeps it) and in evaluation mode on another batch, within :data:`.function_check.TOLERANCES`
+    ``["fp32"]``. A changed layer, a skipped block, other weights, or a network that computes something else in
+    training miss by far more, while a different but equivalent kernel (another convolution algorithm, a fused op,
+    zero-padded channels, channels_last) stays well inside it. The harness runs this at the run's own batch size,
+    then spot-checks one training step (:func:`.function_check.check_function`, :class:`.function_check.SpotCheck`).
     """
-    device = next(reference.parameters()).device
-    g = torch.Generator().manual_seed(1234)
-    x = torch.randn(batch, 3, image_size, image_size, generator=g).to(device)
-    cl = runs_channels_last(model)
-    modes = model.training, reference.training
-    model.eval()
-    reference.eval()
-    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        with torch.no_grad():
-            want = reference(x).float()
-            got = model(x.contiguous(memory_format=torch.channels_last) if cl else x)
-    except Exception as e:  # noqa: BLE001 - any failure means it is not the reference's function
-        return False, f"it failed on the reference's input: {type(e).__name__}: {e}"
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
-        model.train(modes[0])
-        reference.train(modes[1])
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return False, f"it returned {shape} where the reference network returns {tuple(want.shape)}"
-    scale = want.abs().max().item()
-    diff = (got.float() - want).abs().max().item()
-    if not math.isfinite(diff) or diff > rtol * max(scale, 1e-6):
-        return False, (f"its logits differ from the reference network's on the same weights by up to {diff:.3g} "
-                       f"({diff / max(scale, 1e-12):.1%} of the largest; fp32 allows {rtol:.1%})")
-    return True, f"the same logits as the reference network (largest difference {diff:.2g}, fp32)"
+    check = check_function(model, reference, image_size=image_size, batch=batch, seed=seed,
+                           channels_last=channels_last)
+    return check.ok, check.why

@@ -1,0 +1,375 @@
+"""Does a submitted network compute the reference network's function where the work is done: in training?
+
+    check = check_function(model, reference, image_size=224, batch=64)   # before training, on deep copies
+    check.ok, check.why                     # what differed: train-mode logits, eval-mode logits, gradients
+    spot = SpotCheck(model, check.mapping, image_size=224, precision="bf16", step=17)
+    Trainer(cfg, model=model, spot_check=spot, spot_steps={17})         # step 17's own logits, compared
+
+A network can compute one thing when it is checked and another when it trains: add noise only in training mode,
+train a cheaper layer and switch to the reference only in evaluation mode, recognise the check's batch by its size
+or its seed. So the check runs where the work is done.
+
+Before training (:func:`check_function`, on deep copies: the judged network and its state are untouched), both
+networks run on the same weights, in fp32 with TF32 off, on batches drawn when the run is judged (a fresh seed
+each time; held-out images at the run's own batch size, at most :data:`MAX_CHECK_BATCH`): in training mode with
+gradients (the logits; the loss's gradient with respect to the input, which any equivalent network shares; and
+each reference parameter's gradient, where the submission keeps that parameter), and in evaluation mode on
+another batch. A submission's parameter stands for a reference parameter where it holds the same values when the
+run starts: under the same name, in a module around it (``conv1.conv.weight``), or zero-padded (the padded first
+convolution keeps the reference's channels first); the spot check reads the weights back through this mapping.
+
+During training (:class:`SpotCheck`), at one step drawn at random when the run is judged, the logits the training
+itself computed (its precision, its compiled graph, its batch) are compared with the reference network's, run in
+fp32 on the submission's weights of that step, mapped back, and on the same batch.
+
+Tolerances per precision: :data:`TOLERANCES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import math
+import secrets
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import data as _data
+from ..models import ReferenceCNN
+from .accuracy import _heldout, runs_channels_last
+
+__all__ = ["Tolerance", "TOLERANCES", "MAX_CHECK_BATCH", "FunctionCheck", "check_function", "map_parameters",
+           "SpotCheck", "SpotCheckFailed", "fresh_seed", "one_line", "spot_precision"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """How far a submission's numbers may be from the reference network's exact (fp32, no TF32) ones."""
+
+    logits: float  # the largest |difference| of the logits over their largest |value|
+    grads: float  # per gradient: the norm of the difference over the gradient's norm (fp32 checks only)
+
+
+#: Per precision the submission's numbers ran in: "fp32" (the check before training; a CPU's training), "tf32"
+#: (fp32 training on a GPU, whose convolutions cuDNN runs in TF32), "bf16" and "fp16" (autocast).
+#: Measured with scripts/probes/same_function_tolerance.py (2026-11-24): the largest gap of any honest variant (the
+#: ladder's rungs: bf16 autocast, channels_last, compiled, the fused Triton kernels, the padded first convolution)
+#: over every checked step of a whole run, on a 2-core CPU at smoke scale and on one H100 at full scale; the
+#: tolerance is about 4× the largest gap seen. The cheats the tests run miss by 30% or more.
+#:
+#: - fp32 (a CPU; a GPU with TF32 off): logits within 2.6e-6 of the largest, gradients 3.5e-6 (argmax ties the
+#:   fused pool breaks as PyTorch does; cuDNN's algorithms for channels_last and the padded channels);
+#: - tf32, bf16, fp16: see the probe's table in the commit that set them.
+TOLERANCES: dict[str, Tolerance] = {
+    "fp32": Tolerance(logits=1e-3, grads=1e-3),
+    "tf32": Tolerance(logits=2e-2, grads=math.nan),
+    "fp16": Tolerance(logits=2e-2, grads=math.nan),
+    "bf16": Tolerance(logits=8e-2, grads=math.nan),
+}
+
+#: The check before training runs at the run's own batch size, at most this many images: at 224² in fp32 with
+#: gradients, 64 images take about 4 GB and a few tenths of a second. A larger run's batch is checked in training,
+#: at its full size, by the spot check.
+MAX_CHECK_BATCH = 64
+_SPOT_CHUNK = 8  # images per reference forward in the spot check: its memory stays far below a training step's
+
+
+def fresh_seed() -> int:
+    """A seed no submission can know in advance: drawn from the operating system's randomness."""
+    return secrets.randbits(62)
+
+
+def one_line(e: BaseException, width: int = 240) -> str:
+    """``TypeError: what it said`` on one line, cut to ``width`` characters."""
+    text = " ".join(str(e).split()) or "(no message)"
+    line = f"{type(e).__name__}: {text}"
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def spot_precision(precision: str, device: torch.device) -> str:
+    """The :data:`TOLERANCES` key for training that ran ``precision`` on ``device``."""
+    if precision == "fp32" and device.type == "cuda" and (torch.backends.cudnn.allow_tf32
+                                                           or torch.backends.cuda.matmul.allow_tf32):
+        return "tf32"
+    return precision
+
+
+@contextlib.contextmanager
+def _exact(device: torch.device):
+    """fp32 as written: TF32 off, no autocast (the training's precision is the spot check's to compare)."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.autocast(device.type, enabled=False):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+def _logits_gap(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """(largest |difference|, that over the largest |value| of ``want``): inf where ``got`` is not finite."""
+    diff = (got.detach().float() - want.detach().float()).abs().max().item()
+    scale = want.detach().float().abs().max().item()
+    if not math.isfinite(diff):
+        return math.inf, math.inf
+    return diff, diff / max(scale, 1e-12)
+
+
+def _grad_gap(got: torch.Tensor, want: torch.Tensor) -> float:
+    """The norm of the difference over the norm of ``want`` (0 where both are zero)."""
+    num = torch.linalg.vector_norm(got.detach().float() - want.detach().float()).item()
+    den = torch.linalg.vector_norm(want.detach().float()).item()
+    if not math.isfinite(num):
+        return math.inf
+    return 0.0 if num == 0 else num / max(den, 1e-30)
+
+
+# -- where the submission keeps the reference's parameters -------------------------------------------------------
+
+Mapping = tuple[tuple[str, str, tuple[slice, ...]], ...]  # (reference name, submission name, slice of it)
+
+
+def _name_rank(sub_name: str, ref_name: str) -> int:
+    """0: the same name; 1: the reference's name with modules inserted (conv1.weight → conv1.conv.weight); 2: any
+    other."""
+    if sub_name == ref_name:
+        return 0
+    s, r = sub_name.split("."), ref_name.split(".")
+    if s[0] == r[0] and s[-1] == r[-1]:
+        it = iter(s)
+        if all(part in it for part in r):  # r is a subsequence of s
+            return 1
+    return 2
+
+
+def _leading(sub_shape: torch.Size, ref_shape: torch.Size) -> tuple[slice, ...] | None:
+    """The slice of a tensor of ``sub_shape`` that a ``ref_shape`` tensor padded at the end would occupy."""
+    if len(sub_shape) != len(ref_shape) or any(s < r for s, r in zip(sub_shape, ref_shape)):
+        return None
+    return tuple(slice(0, r) for r in ref_shape)
+
+
+def map_parameters(model: nn.Module, reference: nn.Module) -> tuple[Mapping, list[str]]:
+    """Where ``model`` keeps each of ``reference``'s parameters, read while both hold the same weights (at the
+    start of a run): ``(mapping, missing)``. A parameter of ``model`` stands for one of ``reference`` when it holds
+    its values (all of them, or padded at the end of each dimension); same names are tried first, then the same
+    name with modules inserted, then the rest in order. ``missing``: reference parameters found nowhere."""
+    subs = list(model.named_parameters())
+    claimed: set[str] = set()
+    mapping, missing = [], []
+    for ref_name, ref_p in reference.named_parameters():
+        for sub_name, sub_p in sorted(subs, key=lambda kv: _name_rank(kv[0], ref_name)):
+            if sub_name in claimed:
+                continue
+            sl = _leading(sub_p.shape, ref_p.shape)
+            if sl is None or sub_p.dtype != ref_p.dtype or sub_p.device != ref_p.device:
+                continue
+            if torch.equal(sub_p.detach()[sl], ref_p.detach()):
+                mapping.append((ref_name, sub_name, sl))
+                claimed.add(sub_name)
+                break
+        else:
+            missing.append(ref_name)
+    return tuple(mapping), missing
+
+
+# -- before training ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class FunctionCheck:
+    """The check before training: passed or not, why (one line), and where the submission keeps each reference
+    parameter (for the spot check)."""
+
+    ok: bool
+    why: str
+    mapping: Mapping = ()
+    seed: int | None = None
+    batch: int = 0
+    logits_gap: float = math.nan  # the largest share measured, training and evaluation mode (where it got there)
+    grads_gap: float = math.nan  # the largest gradient gap measured
+
+
+class _Refused(Exception):
+    """The check's reason to refuse, raised from deep inside it."""
+
+
+def _few(names: list[str], n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _device_of(module: nn.Module) -> torch.device:
+    p = next(iter(module.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _batch(n: int, image_size: int, gen: torch.Generator, device: torch.device, heldout: int):
+    """``n`` held-out images (drawn with ``gen``), resized and normalised as the GPU pipeline does, and labels."""
+    images, labels = _heldout(heldout, 0)
+    idx = torch.randint(0, len(labels), (n,), generator=gen)
+    x = torch.from_numpy(images[idx.numpy()]).permute(0, 3, 1, 2).to(device)
+    return _data.gpu_resize_normalize(x, image_size), torch.as_tensor(labels[idx.numpy()]).to(device)
+
+
+def _logits(out, want: torch.Tensor, where: str) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise _Refused(f"{where} it returned a {type(out).__name__} where the reference network returns its "
+                       f"logits, a tensor of shape {tuple(want.shape)}: return the logits alone")
+    if out.shape != want.shape:
+        raise _Refused(f"{where} it returned {tuple(out.shape)} where the reference network returns "
+                       f"{tuple(want.shape)}: a changed or removed layer changes the function")
+    return out
+
+
+def _run(what: str, fn):
+    try:
+        return fn()
+    except _Refused:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the submission raises is a reason to refuse it
+        raise _Refused(f"it raised {one_line(e)} {what}; it must run the reference network's input, "
+                       "(N, 3, H, W) images, and return the logits, (N, 10)") from None
+
+
+def check_function(model: nn.Module, reference: nn.Module, *, image_size: int, batch: int,
+                   seed: int | None = None, channels_last: bool | None = None, heldout: int = 512,
+                   tolerance: Tolerance | None = None) -> FunctionCheck:
+    """Do ``model`` and ``reference`` (the same weights) compute the same function, in training and evaluation
+    mode, gradients included? On deep copies, in fp32 with TF32 off, on ``batch`` held-out images drawn with
+    ``seed`` (a fresh one by default: :func:`fresh_seed`) from the first ``heldout``; ``model`` in channels_last
+    where ``channels_last`` says (by default: where its first weight is). Never raises: a failure is a reason."""
+    seed = fresh_seed() if seed is None else seed
+    tol = tolerance or TOLERANCES["fp32"]
+    device = _device_of(reference)
+    gen = torch.Generator().manual_seed(seed)
+    x_train, y = _batch(batch, image_size, gen, device, heldout)
+    x_eval, _ = _batch(batch, image_size, gen, device, heldout)
+    try:
+        return _check(model, reference, x_train, y, x_eval, channels_last, tol, seed)
+    except _Refused as e:
+        return FunctionCheck(False, str(e), seed=seed, batch=batch)
+    except Exception as e:  # noqa: BLE001 - anything else the submission makes go wrong is a reason too
+        return FunctionCheck(False, f"checking it raised {one_line(e)}", seed=seed, batch=batch)
+
+
+def _check(model, reference, x_train, y, x_eval, channels_last, tol: Tolerance, seed: int) -> FunctionCheck:
+    device, n = x_train.device, x_train.shape[0]
+    try:
+        sub = copy.deepcopy(model)
+    except Exception as e:  # noqa: BLE001
+        raise _Refused(f"the harness could not copy it to check it (copy.deepcopy raised {one_line(e)}): build "
+                       "an nn.Module from the reference network (compile with TrainConfig(compile=True))") from None
+    ref = copy.deepcopy(reference)
+    cl = runs_channels_last(sub) if channels_last is None else channels_last
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    if cl:
+        sub = _run("when converted to channels_last", lambda: sub.to(memory_format=torch.channels_last))
+    with _exact(device):
+        # training mode, with gradients: the logits, the input's gradient, each parameter's
+        ref.train()
+        xr = x_train.clone().requires_grad_(True)
+        want = ref(xr)
+        F.cross_entropy(want, y).backward()
+        sub.train()
+        xs = x_train.contiguous(memory_format=fmt).detach().requires_grad_(True)
+        got = _logits(_run("in training mode", lambda: sub(xs)), want, "in training mode")
+        _run("in its backward pass", lambda: F.cross_entropy(got.float(), y).backward())
+        # evaluation mode, another batch, no gradients
+        ref.eval()
+        sub.eval()
+        with torch.no_grad():
+            want_eval = ref(x_eval)
+            got_eval = _logits(_run("in evaluation mode", lambda: sub(x_eval.contiguous(memory_format=fmt))),
+                               want_eval, "in evaluation mode")
+    differed, largest = [], 0.0
+    for mode, g, w in (("training", got, want), ("evaluation", got_eval, want_eval)):
+        diff, share = _logits_gap(g, w)
+        largest = max(largest, share)
+        if not share <= tol.logits:
+            differed.append(f"{mode}-mode logits by up to {diff:.3g} ({share:.1%} of the largest)")
+    mapping, missing = map_parameters(sub, ref)
+    subs, refs = dict(sub.named_parameters()), dict(ref.named_parameters())
+    pairs = [("the input", xs.grad, xr.grad)]
+    pairs += [(r, None if subs[s].grad is None else subs[s].grad[sl], refs[r].grad) for r, s, sl in mapping]
+    none, bad, worst = [], [], 0.0
+    for name, g, w in pairs:
+        if g is None:
+            none.append(name)
+            continue
+        gap = _grad_gap(g, w)
+        worst = max(worst, gap)
+        if not gap <= tol.grads:
+            bad.append(f"{name} ({gap:.1%})")
+    if none:
+        differed.append(f"gradients: {_few(none)} got none (a detached or frozen layer trains less)")
+    if bad:
+        differed.append(f"gradients of {_few(bad)} (norm of the difference over the gradient's)")
+    if differed:
+        raise _Refused(f"it differs from the reference network on the same weights, on {n} images drawn at "
+                       f"judging: {'; '.join(differed)}; fp32 allows {tol.logits:.1%} for logits, {tol.grads:.1%} "
+                       "for gradients. The network must compute the reference's function in training and in "
+                       "evaluation, on every batch")
+    if missing:
+        shapes = dict(ref.named_parameters())
+        raise _Refused(f"the reference's parameter{'s' * (len(missing) > 1)} " + ", ".join(
+            f"{m} ({'×'.join(map(str, shapes[m].shape))})" for m in missing) + " could not be found in it (by "
+            "name, shape and value), so training cannot be checked: keep each reference weight as a parameter, "
+            "under its name or in a module around it (zero padding at the end is fine)")
+    return FunctionCheck(True, f"the reference network's function in training and evaluation mode, on {n} images "
+                               f"drawn at judging (logits within {largest:.2g} of the largest, gradients within "
+                               f"{worst:.2g}, fp32)", mapping, seed, n, largest, worst)
+
+
+# -- during training ----------------------------------------------------------------------------------------------
+
+class SpotCheckFailed(Exception):
+    """The training's own logits at the spot-checked step were not the reference network's."""
+
+
+class SpotCheck:
+    """Called by :class:`~helpers.train.Trainer` at one step (``spot_check=spot, spot_steps={spot.step}``) with the
+    step's inputs and the logits the training computed; compares them with the reference network's, run in fp32
+    (TF32 off) on ``model``'s weights of that step (read through ``mapping``: :func:`check_function`). Raises
+    :class:`SpotCheckFailed` with the reason where they differ by more than ``precision``'s tolerance."""
+
+    def __init__(self, model: nn.Module, mapping: Mapping, *, image_size: int, precision: str, step: int,
+                 steps: int | None = None) -> None:
+        with torch.device("meta"):  # only its forward is used, on the submission's weights: no memory of its own
+            self._reference = ReferenceCNN(image_size)
+        self._model, self._mapping = model, mapping
+        self.precision, self.step, self.steps = precision, step, steps
+        self.tolerance = TOLERANCES[precision]
+        self.gap: float | None = None  # the share measured, once it ran
+
+    def reference_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The reference network's logits for ``x`` on the submission's weights now, in fp32 (TF32 off)."""
+        params = dict(self._model.named_parameters())
+        weights = {r: params[s].detach()[sl].float() for r, s, sl in self._mapping}
+        with torch.no_grad(), _exact(x.device):
+            return torch.cat([torch.func.functional_call(self._reference, weights, (chunk.float(),))
+                              for chunk in x.split(_SPOT_CHUNK)])
+
+    def measure(self, x: torch.Tensor, logits: torch.Tensor) -> tuple[float, float]:
+        """(largest |difference| of ``logits`` from the reference network's for ``x``, that over their largest
+        |value|); raises :class:`SpotCheckFailed` where ``logits`` is not a tensor of the reference's shape."""
+        want = self.reference_logits(x)
+        if not isinstance(logits, torch.Tensor) or logits.shape != want.shape:
+            shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise SpotCheckFailed(f"the training's forward returned {shape} where the reference network returns "
+                                  f"{tuple(want.shape)}")
+        return _logits_gap(logits, want)
+
+    def __call__(self, step: int, x: torch.Tensor, logits: torch.Tensor) -> None:
+        of = f" of {self.steps}" if self.steps else ""
+        try:
+            diff, self.gap = self.measure(x, logits)
+        except SpotCheckFailed as e:
+            raise SpotCheckFailed(f"the spot check at training step {step}{of}: {e}") from None
+        if not self.gap <= self.tolerance.logits:
+            raise SpotCheckFailed(
+                f"the spot check at training step {step}{of}: the logits the training computed differ from the "
+                f"reference network's on the same weights and batch ({x.shape[0]} images) by up to {diff:.3g} "
+                f"({self.gap:.1%} of the largest; {self.precision} allows {self.tolerance.logits:.1%}): the "
+                "network must compute the reference's function at every training step")
