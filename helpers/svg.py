@@ -150,6 +150,7 @@ def bar_chart(labels: list[str], values: list[float], *, title: str, unit: str =
     """Horizontal bars, one per label, each with its value written beside it (``fmt``: how, to round it as the
     table beside the chart does; a short general format by default); ``marks``: dotted lines (x, label)."""
     fmt = fmt or _num
+    values = [v if v is not None and math.isfinite(v) else None for v in values]  # NaN: not measured, no bar
     row = 22
     height = 40 + row * len(labels) + 24
     left, right, top = 190, width - 70, 28

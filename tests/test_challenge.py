@@ -92,7 +92,7 @@ def test_same_function_passes_equivalent_networks_and_refuses_changed_ones():
     assert ok, why
     other = models.ReferenceCNN(16)  # other weights: another function
     ok, why = same_function(other, ref, image_size=16)
-    assert not ok and "differ from the reference network's" in why
+    assert not ok and why.startswith("it differs from the reference network on the same weights") and "logits" in why
     ok, why = same_function(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 7)), ref, image_size=16)
     assert not ok and "returned (4, 7)" in why
 
@@ -117,7 +117,8 @@ def test_a_changed_network_fewer_images_or_worse_accuracy_is_refused(session, ba
         return m
 
     v = judge(Submission("1×1 conv3", FAST, build_model=smaller), session, baseline=baseline)
-    assert v.refused and v.reasons[0].startswith("same_function: its logits differ")
+    assert v.refused and v.reasons[0].startswith("same_function: it differs from the reference network")
+    assert v.stopped == "before training" and v.train is None  # refused before training: not trained
     path = tmp_path / "board.sqlite"
     with pytest.raises(leaderboard.EntryRefused, match="same_function"):
         leaderboard.add(v.entry(path=path), path=path)

@@ -10,10 +10,17 @@
 A submission is a :class:`~helpers.train.TrainConfig` and, for a changed network (custom kernels, padded
 channels), a function that takes the reference network (its weights) and returns the network to train. The
 harness fits the configuration to the rules (:meth:`Rules.fit`: the same data, the same number of images),
-checks the network computes the reference's function on the same weights, trains it with the live monitor
-recording (warm-up and measured phases shaded), and judges it on the held-out set. MFU counts the reference
-network's FLOPs (``FlopCounterMode``: padding or recomputation earns nothing) over the bf16 matmul ceiling
-measured in the same session.
+checks the network computes the reference's function on the same weights where the work is done (training and
+evaluation mode, gradients, a batch drawn at judging: :mod:`.function_check`), trains it with the live monitor
+recording (warm-up and measured phases shaded) while a spot check compares one training step drawn at random with
+the reference network, and judges it on the held-out set. MFU counts the reference network's FLOPs
+(``FlopCounterMode``: padding or recomputation earns nothing) over the bf16 matmul ceiling measured in the same
+session.
+
+Whatever a submission raises (building its network, in the checks, in training, in the held-out evaluation) ends
+in a refused verdict naming the exception, not in a crash; a run refused before training is not trained
+(``print(v)`` says "refused before training: ..."), and one the spot check refuses stops at that step. Its figures
+are NaN (or None) where they were not measured.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import random
 import time
 from pathlib import Path
 from typing import Callable
@@ -33,7 +41,9 @@ from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
 from .accuracy import accuracy_margin, heldout_accuracy
-from .rules import RuleBroken, Rules, same_function
+from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
+    spot_precision
+from .rules import RuleBroken, Rules
 
 __all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
 
@@ -74,7 +84,11 @@ class Session:
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """One judged run: its figures, the rules' checks (name → (passed, why)) and what was recorded."""
+    """One judged run: its figures, the rules' checks (name → (passed, why)) and what was recorded.
+
+    A run that did not go through (``stopped``: "before training", "in training, at step 3 of 8", "in the held-out
+    evaluation") has the checks that were decided, NaN for the figures it did not measure, and ``train`` None when
+    it never trained."""
 
     name: str
     config: TrainConfig = dataclasses.field(repr=False)
@@ -91,12 +105,13 @@ class Verdict:
     baseline_img_per_s: float | None
     step_ms: float
     precision: str
-    train: TrainResult = dataclasses.field(repr=False)
+    train: TrainResult | None = dataclasses.field(repr=False)  # None: it never trained (refused before training)
     monitor: MonitorRecord = dataclasses.field(repr=False)
     steady: MonitorSummary = dataclasses.field(repr=False)
     wall_s: float = 0.0
     # with judge(..., profile=True): a few steps profiled after judging (they change nothing judged)
     profile: profiling.ProfileResult | None = dataclasses.field(repr=False, default=None)
+    stopped: str = ""  # where a run that did not go through stopped ("before training", ...); "" when it did
 
     @property
     def refused(self) -> bool:
@@ -120,9 +135,10 @@ class Verdict:
         verdict's by default; it is kept as given. A refused run is sealed too, and refused by ``add``, with its
         reasons. Raises ``leaderboard.EntryRefused`` when the figures no longer match the training run recorded
         with them (a verdict edited with ``dataclasses.replace``)."""
-        edited = [k for k, mine, run in (("img_per_s", self.img_per_s, self.train.img_per_s),
-                                         ("step_ms", self.step_ms, self.train.step_ms_median))
-                  if not (mine == run or (math.isnan(mine) and math.isnan(run)))]
+        run_figures = (() if self.train is None else  # never trained: nothing to compare (and refused anyway)
+                       (("img_per_s", self.img_per_s, self.train.img_per_s),
+                        ("step_ms", self.step_ms, self.train.step_ms_median)))
+        edited = [k for k, mine, run in run_figures if not (mine == run or (math.isnan(mine) and math.isnan(run)))]
         if edited:
             raise leaderboard.EntryRefused(f"{self.name!r}: its figures ({', '.join(edited)}) no longer match the "
                                            "training run this verdict recorded (it was edited after judge made it): "
@@ -140,6 +156,11 @@ class Verdict:
                 "precision": self.precision, "passed": not self.refused}
 
     def __str__(self) -> str:
+        if self.stopped:
+            where = self.stopped if self.stopped == "before training" else (
+                f"{self.stopped}, after {self.images_seen:,} images")
+            return f"{self.name}: refused {where}: " + "; ".join(self.reasons)
+
         def pct(v):
             return "—" if v is None else f"{v:.0f}%"
 
@@ -158,6 +179,34 @@ def _reference_model(rules: Rules) -> nn.Module:
     return ReferenceCNN(image_size=rules.image_size)
 
 
+def _judging_draws(steps: int) -> tuple[int, int]:
+    """What no submission can know in advance, drawn afresh each time a run is judged: the seed of the batches
+    the function is checked on, and the training step the spot check compares (of ``steps``, warm-up included)."""
+    return fresh_seed(), random.SystemRandom().randrange(steps)
+
+
+def _build(sub: Submission, reference: nn.Module, device: torch.device) -> nn.Module:
+    """The network to train: ``sub.build_model`` applied to a copy of the reference network (its weights)."""
+    model = copy.deepcopy(reference)
+    if sub.build_model is not None:
+        try:
+            model = sub.build_model(model)
+        except Exception as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
+            raise _Stop(f"build_model raised {one_line(e)}: it must take the reference network and return the "
+                        "network to train, built from it") from None
+        if not isinstance(model, nn.Module):
+            raise _Stop(f"build_model returned {type(model).__name__}; it must return the network to train "
+                        "(an nn.Module), built from the reference network it was given")
+    try:
+        return model.to(device)
+    except Exception as e:  # noqa: BLE001
+        raise _Stop(f"moving it to {device} raised {one_line(e)}") from None
+
+
+class _Stop(Exception):
+    """Why a run stops before training (the same_function check's reason)."""
+
+
 def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None, monitor: Monitor | None = None,
           live: bool | None = False, profile: bool = False) -> Verdict:
     """Fit, check, train and judge ``sub``; return its :class:`Verdict` (refused runs too, with the reasons).
@@ -166,64 +215,98 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     this run is the baseline. ``monitor``: record into this monitor (a live plot, say) instead of a quiet one.
     ``profile``: after judging, profile three more steps of the same trainer (``Verdict.profile``, for the
     timeline and the top kernels); they run after the held-out accuracy is taken, so they change nothing judged.
-    Raises :class:`RuleBroken` for a configuration the harness cannot run as the rules say (a batch that does not
-    divide the images, other data).
+
+    Before training, the network must compute the reference's function on the same weights (training and
+    evaluation mode, gradients, on held-out images drawn now: :func:`~.function_check.check_function`); if it does
+    not, the run is refused there and not trained. In training, one step drawn now is compared with the reference
+    network (:class:`~.function_check.SpotCheck`); a difference stops the run. An exception from the submission
+    ends in a refused verdict that names it. Raises :class:`RuleBroken` for a configuration the harness cannot run
+    as the rules say (a batch that does not divide the images, other data), and the explained out-of-memory error
+    for a run that does not fit the GPU.
     """
     rules = session.rules
     cfg = rules.fit(sub.config) if sub.fit else sub.config
     rules.check_data(cfg)
+    t_start = time.perf_counter()
     checks: dict[str, tuple[bool, str]] = {}
+    total_steps = cfg.warmup_steps + cfg.steps
+    seed, spot_step = _judging_draws(total_steps)
     reference = _reference_model(rules)
-    model = copy.deepcopy(reference)
-    if sub.build_model is not None:
-        model = sub.build_model(model)
-        if not isinstance(model, nn.Module):
-            raise RuleBroken(f"build_model returned {type(model).__name__}; it must return the network to train "
-                             "(an nn.Module), built from the reference network it was given.")
     device = env.device()
     # Every run starts from the same compiler state, as in a fresh process: no graphs, CUDA graph pools or
     # recompilation counts left over from the runs judged before it (the on-disk caches still help)
     torch._dynamo.reset()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    checks["same_function"] = same_function(model.to(device), reference.to(device), image_size=rules.image_size,
-                                            rtol=rules.output_rtol)
+    try:
+        model = _build(sub, reference, device)
+    except _Stop as e:
+        checks["same_function"] = (False, str(e))
+        return _stopped(sub.name, cfg, checks, session, baseline, t_start, "before training")
+    reference = reference.to(device)
+    check = check_function(model, reference, image_size=rules.image_size, batch=min(cfg.batch_size, MAX_CHECK_BATCH),
+                           seed=seed, channels_last=cfg.channels_last, heldout=rules.heldout)
     del reference
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the check's copies and activations
+    checks["same_function"] = (check.ok, check.why)
+    if not check.ok:
+        return _stopped(sub.name, cfg, checks, session, baseline, t_start, "before training")
+    precision = env.resolve_dtype(cfg.dtype, device)
+    spot = SpotCheck(model, check.mapping, image_size=rules.image_size, precision=spot_precision(precision, device),
+                     step=spot_step, steps=total_steps)
     own = monitor is None
     mon = Monitor(period_s=0.1, live=live) if own else monitor
     if own:  # named by the run it watches ("GPU monitor: my run"), not only by what it samples
         mon.title = f"{mon.title}: {sub.name if len(sub.name) <= 48 else sub.name[:47] + '…'}"
-    t_start = time.perf_counter()
     if own:
         mon.start()
+    trainer = result = None
+    failed = stop = None
+    accuracy, prof = math.nan, None
     try:
         with mon.phase(f"{sub.name}: set-up"):
-            trainer = Trainer(cfg, model=model)
+            trainer = Trainer(cfg, model=model, spot_check=spot, spot_steps={spot_step})
         # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
         result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
-        seen = trainer.images_trained
         with mon.phase(f"{sub.name}: held-out"):
             accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,
                                         n=rules.heldout)
-        prof = None
         if profile:
             with mon.phase(f"{sub.name}: profiled (after judging)"):
                 prof = profiling.profile_steps(lambda: trainer.step(measure=False), wait=0, warmup=1, active=3)
     except torch.cuda.OutOfMemoryError as e:
         failed = explain_out_of_memory(cfg, e)
-    else:
-        failed = None
+    except SpotCheckFailed as e:
+        checks["same_function"] = (False, str(e))
+        stop = f"in training, at step {spot_step} of {total_steps}"
+    except Exception as e:  # noqa: BLE001 - the submission's failure is a refusal, with the exception
+        if result is None:
+            done = trainer.steps_done if trainer is not None else 0
+            checks["images_seen"] = (False, f"training stopped at step {done} of {total_steps}: it raised "
+                                            f"{one_line(e)}; every step of the run must train")
+            stop = f"in training, at step {done} of {total_steps}"
+        elif math.isnan(accuracy):
+            checks["accuracy_not_worse"] = (False, f"the held-out evaluation raised {one_line(e)}: the trained "
+                                                   "network must label held-out images in evaluation mode")
+            stop = "in the held-out evaluation"
+        else:  # profiled after judging: nothing judged depends on it
+            print(f"{sub.name}: profiling after judging raised {one_line(e)}; the verdict stands, without a profile")
     finally:
         if own:
             mon.stop()
     if failed is not None:
-        trainer = model = None  # the failed run's network, optimizer and batches: the next run gets the memory back
+        trainer = model = spot = None  # the failed run's network, optimizer, batches: the next run gets the memory
         raise_freed(failed)
     record = mon.snapshot()
+    seen = trainer.images_trained if trainer is not None else 0
+    if stop is not None and result is None:
+        return _stopped(sub.name, cfg, checks, session, baseline, t_start, stop, record=record, seen=seen,
+                        precision=precision)
     steady = record.summary(phase=f"{sub.name}: measured", unsupported=mon.unsupported)
     checks["images_seen"] = (seen == rules.images,
                              f"it trained on {seen:,} images; every run trains on {rules.images:,}")
-    if baseline is None:
+    if stop is not None:  # trained, then failed in the held-out evaluation
+        checks["accuracy_not_worse"] = checks.pop("accuracy_not_worse")  # after images_seen, as in every verdict
+    elif baseline is None:
         checks["accuracy_not_worse"] = (True, f"this is the baseline ({accuracy:.1%})")
     else:
         margin = accuracy_margin(baseline.accuracy, rules.heldout)
@@ -243,8 +326,22 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
         speedup_bound=session.ceiling_img_per_s / (baseline or result).img_per_s,
         baseline_img_per_s=(baseline or result).img_per_s,
         step_ms=result.step_ms_median, precision=result.precision, train=result, monitor=record, steady=steady,
-        wall_s=time.perf_counter() - t_start, profile=prof,
+        wall_s=time.perf_counter() - t_start, profile=prof, stopped=stop or "",
     )
+
+
+def _stopped(name: str, cfg: TrainConfig, checks: dict[str, tuple[bool, str]], session: Session,
+             baseline: Verdict | None, t_start: float, where: str, *, record: MonitorRecord | None = None,
+             seen: int = 0, precision: str | None = None) -> Verdict:
+    """The verdict of a run that stopped before its figures were measured: the checks decided, NaN figures."""
+    record = record if record is not None else MonitorRecord(source="host", devices=[], period_s=0.1)
+    nan = math.nan
+    base = baseline.img_per_s if baseline is not None else nan
+    return Verdict(
+        name=name, config=cfg, checks=checks, img_per_s=nan, mfu_pct=nan, accuracy=nan, images_seen=seen,
+        peak_mem_gb=None, nvml_util_pct=None, gpm_sm_pct=None, speedup=nan, speedup_bound=session.ceiling_img_per_s
+        / base, baseline_img_per_s=base, step_ms=nan, precision=precision or env.resolve_dtype(cfg.dtype, env.device()),
+        train=None, monitor=record, steady=record.summary(), wall_s=time.perf_counter() - t_start, stopped=where)
 
 
 def verdicts_table(verdicts: list[Verdict]) -> "pandas.DataFrame":  # noqa: F821
@@ -261,7 +358,7 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
     import pandas as pd
 
     def num(v, fmt):
-        return tables.MISSING if v is None else format(v, fmt)
+        return tables.MISSING if v is None or math.isnan(v) else format(v, fmt)
 
     rows = []
     for v in verdicts:
@@ -274,10 +371,10 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             "peak memory GB": num(v.peak_mem_gb, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
             "GPM SM %": num(v.gpm_sm_pct, ".0f"),
-            "step ms": tables.sig(v.step_ms),
+            "step ms": tables.MISSING if math.isnan(v.step_ms) else tables.sig(v.step_ms),
             "batch": v.config.batch_size,
-            "rules": "passed" if not v.refused else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items()
-                                                                             if not ok),
+            "rules": "passed" if not v.refused else "REFUSED" + (f" {v.stopped}" if v.stopped else "") + ": "
+                     + ", ".join(n for n, (ok, _) in v.checks.items() if not ok),
         })
     notes = table_notes(verdicts)
     return tables.Table(data=verdicts_table(verdicts), shown=pd.DataFrame(rows).set_index("run"),
@@ -287,6 +384,10 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
 def table_notes(verdicts: list[Verdict]) -> str:
     """Why a column shows "—", in words (nothing when every figure was measured)."""
     notes = []
+    if any(v.stopped for v in verdicts):
+        notes.append("a refused run that stopped (before or in training, or in the held-out evaluation): what it did "
+                     "not reach was not measured")
+    verdicts = [v for v in verdicts if v.train is not None]  # the rest: the note above
     if any(v.peak_mem_gb is None for v in verdicts):
         notes.append("peak memory: no GPU allocator on a CPU")
     if any(v.nvml_util_pct is None for v in verdicts):

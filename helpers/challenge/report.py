@@ -54,18 +54,27 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         raise ValueError("the reflection compares runs: give the baseline first and at least one run after it.")
     base, final = verdicts[0], verdicts[-1]
     ok = _passed(verdicts)
+    # a refused final run is not read as a result: the numbers are the last run that passed, and the refusal is said
+    refused = (f" {final.name} was refused ({final.reasons[0]}): its numbers are not counted."
+               if final.refused and final.reasons else "")
+    last = ok[-1] if ok else final
     gains = [(b.img_per_s / a.img_per_s, b.mfu_pct - a.mfu_pct, b.name) for a, b in zip(ok, ok[1:])]
     if gains:
         ratio, _, name = max(gains)
         pts, name_mfu = max((g[1], g[2]) for g in gains)
         same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
                 else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
+        upto = "" if last is final else f" up to {last.name}"
         paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it, {same}. "
-                f"All together: {tables.times(final.img_per_s / base.img_per_s)} the baseline, MFU {base.mfu_pct:.1f}% → "
-                f"{final.mfu_pct:.1f}%.")
+                f"All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline, MFU "
+                f"{base.mfu_pct:.1f}% → {last.mfu_pct:.1f}%.{refused}")
     else:
-        paid = "No two runs that passed the rules to compare."
+        paid = "No two runs that passed the rules to compare." + refused
     ceil = session.ceilings
+    if final.stopped:  # it did not go through: there is no step to read
+        bottleneck = (f"{final.name} was refused {final.stopped} ({'; '.join(final.reasons)}), so there is no step "
+                      "of it to read: fix it and judge it again.")
+        return Reflection(bottleneck, paid, "Make the run pass the rules first; then profile it.")
     if kernels is not None and kernels.points:
         shares = {**kernels.shares, **kernels.unplaced}
         top, share = max(shares.items(), key=lambda kv: kv[1])
@@ -174,6 +183,8 @@ def _monitor_series(rec: MonitorRecord, label: str, dashed: bool) -> tuple[list[
 
 def _baseline_analysis(base: Verdict, session: Session) -> str:
     tr = base.train
+    if tr is None:
+        return f"<p class='missing'>The baseline was refused {_h(base.stopped)}: {_h('; '.join(base.reasons))}</p>"
     phases = ", ".join(f"{k} {v:.3g} ms" for k, v in tr.phase_ms.items())
     busy = ""
     if base.profile is not None and base.profile.kernel_stats().kernels_per_step:

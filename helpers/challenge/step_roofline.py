@@ -124,13 +124,17 @@ class StepKernels:
         return t
 
 
-def step_roofline(prof: profiling.ProfileResult, model: nn.Module, *, image_size: int, batch: int,
-                  bytes_per_value: int = 2) -> StepKernels:
+def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, image_size: int, batch: int,
+                  bytes_per_value: int = 2) -> StepKernels | None:
     """Place the profiled step's kernel groups on the roofline (see the module's docstring).
 
     ``prof``: a profile of training steps (``judge(..., profile=True)`` keeps one); ``model``: the network those
-    steps trained. On a CPU the profile has no kernels, and the ops' CPU time stands in for them.
+    steps trained. On a CPU the profile has no kernels, and the ops' CPU time stands in for them. None where
+    ``prof`` is None (a run refused before it trained has no profile): nothing to place, and the report and the
+    reflection say why.
     """
+    if prof is None:
+        return None
     costs = step_costs(model, image_size=image_size, batch=batch, bytes_per_value=bytes_per_value)
     kernels = prof.top_kernels(100_000)
     steps = max(1, prof.active_steps)
