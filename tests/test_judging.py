@@ -1,0 +1,403 @@
+"""The final challenge's harness judges a run where the work is done: networks that compute less in training than
+the reference network are refused (whatever the check's batch, mode or copy looks like), honest variants pass, and
+whatever a submission raises ends in a refused verdict, never a crash, and never trains a run already refused."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from helpers import bench, env, leaderboard, models
+from helpers.challenge import harness
+from helpers.challenge.function_check import (TOLERANCES, SpotCheck, check_function, map_parameters,
+                                              spot_precision)
+from helpers.challenge.harness import Session, Submission, judge, readable_table
+from helpers.challenge.report import reflection, write_report
+from helpers.challenge.rules import Rules
+from helpers.challenge.step_roofline import step_roofline
+from helpers.kernels.relu_pool_triton import fuse_relu_pool
+from helpers.train import TrainConfig, Trainer
+
+TINY = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
+FAST = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
+STEPS = TINY.images // FAST.batch_size  # 4 steps of 16: the spot check's step is one of 0..3
+
+
+@pytest.fixture(scope="module")
+def session():
+    ceil = bench.Ceilings("test CPU", matmul_tflops=0.1, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
+                          copy_bytes=1)
+    return Session(TINY, ceil, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
+
+
+@pytest.fixture(scope="module")
+def baseline(session):
+    return judge(Submission("baseline", FAST), session)
+
+
+@pytest.fixture
+def spot_at(monkeypatch):
+    """Make the spot check's step a known one (it is drawn at random when judging)."""
+    def at(step: int):
+        monkeypatch.setattr(harness, "_judging_draws", lambda steps: (12345, step))
+    return at
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Fail the test if the harness builds a Trainer (a run refused before training must not train)."""
+    built = []
+    monkeypatch.setattr(harness, "Trainer", lambda *a, **k: built.append(1) or pytest.fail("it trained"))
+    return built
+
+
+def _with_block(m: nn.Module, block) -> nn.Module:
+    m._block = types.MethodType(block, m)
+    return m
+
+
+# -- the cheats: each computes less (or else) in training than the reference network ------------------------------
+
+def train_noise(m):
+    """Adds noise to its logits, only in training mode."""
+    inner = m.forward
+
+    def forward(x):
+        y = inner(x)
+        return y + 0.05 * torch.randn_like(y) if m.training else y
+
+    m.forward = forward
+    return m
+
+
+def train_cheap_conv3(m):
+    """Trains a 1×1 conv3 (nine times fewer FLOPs); the reference's 3×3 only in evaluation mode."""
+    m.cheap = nn.Conv2d(128, 256, 1)
+    plain = m._block
+
+    def block(self, conv, x):
+        return plain(self.cheap if self.training and conv is self.conv3 else conv, x)
+
+    return _with_block(m, block)
+
+
+class BatchOf4(nn.Module):
+    """The reference network on a batch of 4 images (the old check's), a cheap one otherwise (held-out too)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.ref = m
+        self.cheap = copy.deepcopy(m)
+        self.cheap.conv3 = nn.Conv2d(128, 256, 1)
+
+    def forward(self, x):
+        return self.ref(x) if x.shape[0] == 4 else self.cheap(x)
+
+
+class Cached(nn.Module):
+    """Computes once, then returns the logits it cached for any batch of that size."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m, self.cache = m, None
+
+    def forward(self, x):
+        if self.cache is None or self.cache.shape[0] != x.shape[0]:
+            self.cache = self.m(x)
+        return self.cache
+
+
+def detached_conv1(m):
+    """Cuts the graph after the first block: conv1 never trains (a backward pass cheaper by a layer)."""
+    plain = m._block
+
+    def block(self, conv, x):
+        y = plain(conv, x)
+        return y.detach() if conv is self.conv1 else y
+
+    return _with_block(m, block)
+
+
+def train_skips_conv2(m):
+    """In training mode, conv2's block is skipped (its channels doubled by repetition, its pool kept)."""
+    plain = m._block
+
+    def block(self, conv, x):
+        if self.training and conv is self.conv2:
+            return self.pool(torch.cat([x, x], 1))
+        return plain(conv, x)
+
+    return _with_block(m, block)
+
+
+def cheats_unless_copied(m):
+    """Honest in any copy of itself (where a check would run), cheap in the network that trains."""
+    m.born_as = id(m)
+    plain = m._block
+
+    def block(self, conv, x):
+        if id(self) == self.born_as and conv is self.conv3:
+            conv = self.conv3_cheap
+        return plain(conv, x)
+
+    m.conv3_cheap = nn.Conv2d(128, 256, 1)
+    return _with_block(m, block)
+
+
+def honest_then_cheap(m):
+    """Honest for its first two calls (each copy counts its own), cheap after: only a spot check later sees it."""
+    m.calls = 0
+    m.cheap = nn.Conv2d(128, 256, 1)
+    plain = m._block
+
+    def block(self, conv, x):
+        if conv is self.conv1:
+            self.calls += 1
+        return plain(self.cheap if self.calls > 2 and conv is self.conv3 else conv, x)
+
+    return _with_block(m, block)
+
+
+CHEATS = [  # (build_model, what the reason must say)
+    (train_noise, "training-mode logits"),
+    (train_cheap_conv3, "training-mode logits"),
+    (BatchOf4, "training-mode logits"),
+    (Cached, "evaluation-mode logits"),
+    (detached_conv1, "gradients: the input, conv1.weight, conv1.bias got none"),
+    (train_skips_conv2, "training-mode logits"),
+]
+
+
+@pytest.mark.parametrize("build, why", CHEATS, ids=[getattr(c[0], "__name__", "") for c in CHEATS])
+def test_a_network_that_computes_else_in_training_is_refused_before_training(session, baseline, no_training,
+                                                                             build, why):
+    v = judge(Submission("cheat", FAST, build_model=build), session, baseline=baseline)
+    assert v.refused and v.stopped == "before training" and v.train is None and v.images_seen == 0
+    assert v.reasons[0].startswith("same_function: it differs from the reference network on the same weights, on 16 "
+                                   "images drawn at judging: "), v.reasons
+    assert why in v.reasons[0]
+    assert str(v).startswith("cheat: refused before training: same_function: it differs")
+    assert not no_training
+
+
+def test_the_old_checks_batch_of_4_passes_the_reference_and_nothing_else(session, baseline):
+    # the batch-of-4 cheat is the reference network at 4 images: judged at the run's batch (16), it is refused
+    torch.manual_seed(0)
+    ref = models.ReferenceCNN(16)
+    assert check_function(BatchOf4(copy.deepcopy(ref)), ref, image_size=16, batch=4, heldout=64).ok
+    assert not check_function(BatchOf4(copy.deepcopy(ref)), ref, image_size=16, batch=16, heldout=64).ok
+
+
+@pytest.mark.parametrize("build, step", [(cheats_unless_copied, 0), (honest_then_cheap, STEPS - 1)])
+def test_a_network_honest_only_where_checked_is_caught_by_the_spot_check(session, baseline, spot_at, build, step):
+    spot_at(step)
+    v = judge(Submission("sly", FAST, build_model=build), session, baseline=baseline)
+    assert v.checks["same_function"][0] is False and v.stopped == f"in training, at step {step} of {STEPS}"
+    assert v.reasons == [f"same_function: the spot check at training step {step} of {STEPS}: the logits the "
+                         f"training computed differ from the reference network's on the same weights and batch "
+                         + v.reasons[0].split("same weights and batch ", 1)[1]]
+    assert v.images_seen == step * FAST.batch_size and v.train is None and math.isnan(v.img_per_s)
+    assert str(v).startswith(f"sly: refused in training, at step {step} of {STEPS}, after {v.images_seen} images: "
+                             "same_function: the spot check")
+
+
+def test_the_spot_check_step_and_the_batch_seed_are_drawn_afresh_each_judging():
+    draws = {harness._judging_draws(1000) for _ in range(20)}
+    assert len({seed for seed, _ in draws}) == 20 and len({step for _, step in draws}) > 1
+    assert all(0 <= step < 1000 for _, step in draws)
+
+
+# -- crashes are refusals ------------------------------------------------------------------------------------------
+
+class _NoParameters(nn.Module):
+    def forward(self, x):
+        return x.mean((1, 2, 3))[:, None].expand(-1, 10)
+
+
+class _Tuple(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x), x
+
+
+def _raises(m):
+    raise ValueError("my build broke")
+
+
+def _drop_conv3(m):
+    m.conv3 = nn.Identity()  # 128 channels reach fc1, which expects 256: shapes change
+    return m
+
+
+CRASHES = [
+    (_drop_conv3, "same_function: it raised RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
+    (lambda m: _NoParameters(), "same_function: it differs from the reference network"),
+    (_Tuple, "same_function: in training mode it returned a tuple where the reference network returns its logits"),
+    (_raises, "same_function: build_model raised ValueError: my build broke: it must take the reference network"),
+    (lambda m: None, "same_function: build_model returned NoneType; it must return the network to train"),
+]
+
+
+@pytest.mark.parametrize("build, why", CRASHES, ids=["shape change", "no parameters", "tuple", "raises", "None"])
+def test_a_submission_that_crashes_is_refused_before_training_with_the_exception(session, baseline, no_training,
+                                                                                 build, why):
+    v = judge(Submission("crash", FAST, build_model=build), session, baseline=baseline)
+    assert v.refused and v.stopped == "before training" and v.train is None and not no_training
+    assert v.reasons[0].startswith(why), v.reasons
+    assert "\n" not in v.reasons[0]
+    assert str(v) == "crash: refused before training: " + "; ".join(v.reasons)
+
+
+def test_a_network_with_no_parameters_is_refused_for_its_missing_weights_where_its_logits_agree(session, baseline):
+    # it returns the reference's own logits (kept from a network it hides from its parameters)
+    class Hidden(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.__dict__["m"] = m  # not a submodule: no parameters
+
+        def forward(self, x):
+            return self.m(x)
+
+    v = judge(Submission("hidden", FAST, build_model=Hidden), session, baseline=baseline)
+    assert v.stopped == "before training"
+    assert "got none" in v.reasons[0] or "could not be found in it" in v.reasons[0], v.reasons
+
+
+def test_a_crash_in_training_or_in_the_heldout_evaluation_is_a_refusal(session, baseline):
+    class BreaksAtItsThirdCall(nn.Module):  # each copy counts its own calls: the check's copy makes two
+        def __init__(self, m):
+            super().__init__()
+            self.m, self.calls = m, 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls == 3:  # the judged network's third call: training step 2
+                raise RuntimeError("a kernel fell over")
+            return self.m(x)
+
+    v = judge(Submission("breaks", FAST, build_model=BreaksAtItsThirdCall), session, baseline=baseline)
+    assert v.stopped == f"in training, at step 2 of {STEPS}" and v.train is None
+    assert v.reasons == [f"images_seen: training stopped at step 2 of {STEPS}: it raised RuntimeError: a kernel fell "
+                         "over; every step of the run must train"]
+
+    class BigBatchesBreak(nn.Module):  # the held-out evaluation runs 64 images at once
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            if x.shape[0] > 32:
+                raise MemoryError("no room")
+            return self.m(x)
+
+    v = judge(Submission("held-out", FAST, build_model=BigBatchesBreak), session, baseline=baseline)
+    assert v.stopped == "in the held-out evaluation" and v.train is not None and v.images_seen == TINY.images
+    assert list(v.checks) == ["same_function", "images_seen", "accuracy_not_worse"]
+    assert v.reasons == ["accuracy_not_worse: the held-out evaluation raised MemoryError: no room: the trained network "
+                         "must label held-out images in evaluation mode"]
+    assert math.isnan(v.accuracy) and v.img_per_s > 0
+
+
+def test_a_verdict_that_never_trained_reads_as_one_everywhere(session, baseline, tmp_path):
+    v = judge(Submission("refused", FAST, build_model=_drop_conv3), session, baseline=baseline)
+    assert math.isnan(v.img_per_s) and math.isnan(v.mfu_pct) and math.isnan(v.accuracy) and v.peak_mem_gb is None
+    assert v.figures()["img_per_s"] != v.figures()["img_per_s"]  # NaN
+    shown = readable_table([baseline, v])
+    row = shown.shown.loc["refused"]
+    assert row["img/s"] == row["MFU %"] == row["held-out accuracy %"] == row["step ms"] == row["speed-up ×"] == "—"
+    assert row["rules"] == "REFUSED before training: same_function"
+    assert any("stopped" in n for n in shown.notes)
+    path = tmp_path / "board.sqlite"
+    with pytest.raises(leaderboard.EntryRefused, match="not ranked.*same_function"):
+        leaderboard.add(v.entry(path=path), path=path)
+    r = reflection([baseline, v], step_roofline(v.profile, models.ReferenceCNN(16), image_size=16, batch=16), session)
+    assert "refused" in r.biggest_bottleneck and "nan" not in r.paid_most.lower()
+    page = write_report(session, [baseline, v], path=tmp_path / "r.html").read_text()
+    assert "refused" in page
+
+
+# -- honest variants pass ------------------------------------------------------------------------------------------
+
+def test_every_rung_of_the_ladder_computes_the_reference_function():
+    from helpers.challenge.ladder import ladder
+
+    torch.manual_seed(0)
+    ref = models.ReferenceCNN(16)
+    for rung in ladder("smoke", TINY):
+        build = rung.submission.build_model or (lambda m: m)
+        cfg = rung.submission.config
+        check = check_function(build(copy.deepcopy(ref)), ref, image_size=16, batch=16, heldout=64,
+                               channels_last=cfg.channels_last)
+        assert check.ok, (rung.name, check.why)
+        assert len(check.mapping) == len(list(ref.parameters()))
+
+
+def test_the_padded_first_conv_maps_back_to_the_reference_weights():
+    torch.manual_seed(0)
+    ref = models.ReferenceCNN(16)
+    padded = fuse_relu_pool(models.pad_first_conv(copy.deepcopy(ref))).to(memory_format=torch.channels_last)
+    mapping, missing = map_parameters(padded, ref)
+    assert not missing and ("conv1.weight", "conv1.conv.weight", (slice(0, 64), slice(0, 3), slice(0, 3),
+                                                                   slice(0, 3))) in mapping
+    assert all(r == s for r, s, _ in mapping if not r.startswith("conv1."))
+
+
+@pytest.mark.parametrize("dtype, channels_last, build", [
+    ("bf16", True, None),  # bf16 autocast where this CPU has it (fp32 where not), NHWC
+    ("bf16", True, lambda m: fuse_relu_pool(models.pad_first_conv(m))),  # the fused Triton kernels, interpreted
+])
+def test_honest_runs_pass_the_spot_check_at_the_last_step(session, baseline, spot_at, dtype, channels_last, build):
+    spot_at(STEPS - 1)
+    cfg = dataclasses.replace(FAST, dtype=dtype, channels_last=channels_last)
+    v = judge(Submission("honest", cfg, build_model=build), session, baseline=baseline)
+    assert not v.stopped and v.checks["same_function"][0], v.reasons
+    assert v.images_seen == TINY.images
+
+
+def test_the_compiled_reference_solution_passes(session, baseline, spot_at):
+    from helpers.challenge.ladder import reference_solution
+
+    spot_at(STEPS - 1)
+    ref = reference_solution("smoke", TINY)
+    v = judge(dataclasses.replace(ref, config=dataclasses.replace(ref.config, batch_size=16)), session,
+              baseline=baseline)
+    assert not v.stopped and v.checks["same_function"][0], v.reasons
+
+
+def test_the_trainer_calls_the_spot_check_once_with_the_weights_that_computed_the_logits():
+    seen = []
+
+    def spot(step, x, logits):
+        with torch.no_grad():
+            again = trainer.model(x)  # the weights before this step's update
+        seen.append((step, x.shape[0], torch.equal(again, logits)))
+
+    cfg = TrainConfig(batch_size=8, steps=3, warmup_steps=1, data="gpu", image_size=16, dataset_size=64)
+    trainer = Trainer(cfg, spot_check=spot, spot_steps={2})
+    result = trainer.run(boxed=False)
+    assert seen == [(2, 8, True)] and trainer.steps_done == 4 and result.steps == 3
+    assert trainer.spot_check_s > 0
+
+
+def test_tolerances_are_one_table_and_the_training_precision_picks_one():
+    assert set(TOLERANCES) == {"fp32", "tf32", "bf16", "fp16"}
+    assert TOLERANCES["fp32"].logits <= TOLERANCES["tf32"].logits <= TOLERANCES["bf16"].logits
+    assert spot_precision("fp32", torch.device("cpu")) == "fp32"
+    assert spot_precision("bf16", torch.device("cpu")) == "bf16"
+    torch.manual_seed(0)
+    ref = models.ReferenceCNN(16)
+    mapping, _ = map_parameters(ref, ref)
+    spot = SpotCheck(ref, mapping, image_size=16, precision="fp32", step=0)
+    x = torch.randn(3, 3, 16, 16)
+    with torch.no_grad():
+        spot(0, x, ref(x))  # the reference itself passes
+    assert spot.gap is not None and spot.gap <= TOLERANCES["fp32"].logits
