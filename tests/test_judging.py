@@ -401,3 +401,16 @@ def test_tolerances_are_one_table_and_the_training_precision_picks_one():
     with torch.no_grad():
         spot(0, x, ref(x))  # the reference itself passes
     assert spot.gap is not None and spot.gap <= TOLERANCES["fp32"].logits
+
+
+def test_the_spot_the_cheat_suspects_still_split_as_they_should(session):
+    from helpers.exercises import nb06
+
+    small = judge(Submission("baseline", dataclasses.replace(FAST, batch_size=4)), session)  # ×16 fits 64 images
+    runs = nb06.suspects(session, small, seed=0)
+    answer = nb06.cheats_solution(runs)
+    cheaper = [name for name, rule in answer.items() if rule == "same_function"]
+    assert len(cheaper) == 1 and runs[cheaper[0]].stopped == "before training"  # the cheaper network, not trained
+    assert None in answer.values()  # the honest run passes
+    assert "images_seen" in answer.values()
+    assert nb06.check_spot_the_cheat(answer, runs).passed

@@ -54,20 +54,28 @@ class Tolerance:
 
 
 #: Per precision the submission's numbers ran in: "fp32" (the check before training; a CPU's training), "tf32"
-#: (fp32 training on a GPU, whose convolutions cuDNN runs in TF32), "bf16" and "fp16" (autocast).
-#: Measured with scripts/probes/same_function_tolerance.py (2026-11-24): the largest gap of any honest variant (the
-#: ladder's rungs: bf16 autocast, channels_last, compiled, the fused Triton kernels, the padded first convolution)
-#: over every checked step of a whole run, on a 2-core CPU at smoke scale and on one H100 at full scale; the
-#: tolerance is about 4× the largest gap seen. The cheats the tests run miss by 30% or more.
+#: (fp32 training on a GPU, whose convolutions cuDNN runs in TF32), "bf16" and "fp16" (autocast). Measured
+#: 2026-11-24 (scripts/probes/same_function_tolerance.py; results/archive/probe-same-function-tolerance...): the
+#: largest gap of any honest variant, over 24 to 32 steps spread over a whole run of each of the ladder's rungs after
+#: the baseline (bf16 autocast, channels_last, compiled, CUDA graphs, batch 512, the fused Triton kernels, the padded
+#: first convolution) and of the reference solution in fp16, on a 2-core CPU at smoke scale and on one H100 at full
+#: scale. The gap is largest in the first steps (small logits) and does not grow with training.
 #:
-#: - fp32 (a CPU; a GPU with TF32 off): logits within 2.6e-6 of the largest, gradients 3.5e-6 (argmax ties the
-#:   fused pool breaks as PyTorch does; cuDNN's algorithms for channels_last and the padded channels);
-#: - tf32, bf16, fp16: see the probe's table in the commit that set them.
+#: ============  ===========================================  ==========================================
+#: precision     largest gap seen                             tolerance
+#: ============  ===========================================  ==========================================
+#: fp32          logits 5.4e-7, gradients 1.8e-6 (CPU)        1e-3 (the challenge's rule from the start)
+#: tf32          2.0e-4 (H100, batch 32)                      5e-3 (TF32 keeps 10 bits; other cuDNNs)
+#: bf16          9.2e-3 (CPU, fused kernels); 6.0e-3 (H100)   4e-2
+#: fp16          6.1e-3 (H100, batch 512)                     3e-2
+#: ============  ===========================================  ==========================================
+#:
+#: About 4× the largest gap seen or more; the cheats the tests run miss by 29% (cached logits) to 300% (noise).
 TOLERANCES: dict[str, Tolerance] = {
     "fp32": Tolerance(logits=1e-3, grads=1e-3),
-    "tf32": Tolerance(logits=2e-2, grads=math.nan),
-    "fp16": Tolerance(logits=2e-2, grads=math.nan),
-    "bf16": Tolerance(logits=8e-2, grads=math.nan),
+    "tf32": Tolerance(logits=5e-3, grads=math.nan),
+    "fp16": Tolerance(logits=3e-2, grads=math.nan),
+    "bf16": Tolerance(logits=4e-2, grads=math.nan),
 }
 
 #: The check before training runs at the run's own batch size, at most this many images: at 224² in fp32 with
