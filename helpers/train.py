@@ -245,10 +245,10 @@ class Trainer:
     ``Trainer(cfg).run()`` is :func:`train`. ``trainer.step()`` runs one step.
 
     ``spot_check(step, x, logits)``: called at each step whose index (counted from 0, warm-up included) is in
-    ``spot_steps``, with the step's first micro-batch and the logits its forward computed (a copy: under CUDA graphs
-    the graph's output is overwritten by the next replay), after the backward and before the optimizer step, so the
-    weights are still the ones that computed them (the final challenge's spot check). Its time is left out of the
-    step's and the run's; at other steps nothing runs.
+    ``spot_steps``, once per micro-batch, with its inputs and the logits its forward computed (a copy: under CUDA
+    graphs the graph's output is overwritten by the next replay), after the backward and before the optimizer step,
+    so the weights are still the ones that computed them (the final challenge's spot check). Its time is left out
+    of the step's and the run's; at other steps nothing runs.
     """
 
     def __init__(self, cfg: TrainConfig, *, device: torch.device | str | None = None, model: nn.Module | None = None,
@@ -323,8 +323,7 @@ class Trainer:
         data_s = copy_s = compute_s = 0.0
         ev = _StepEvents.new() if (cuda and measure) else None
         images = 0
-        spot = None
-        spot_due = self._spot_check is not None and self.steps_done in self._spot_steps
+        spot = [] if self._spot_check is not None and self.steps_done in self._spot_steps else None
         self.optimizer.zero_grad(set_to_none=True)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -352,8 +351,8 @@ class Trainer:
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 logits = self.forward(x)
                 loss = self.loss_fn(logits, y) / cfg.grad_accum
-            if spot_due and micro == 0:
-                spot = (x, logits.detach().clone())  # cloned: a CUDA graph's output is overwritten by its next replay
+            if spot is not None:
+                spot.append((x, logits.detach().clone()))  # cloned: a CUDA graph's output is overwritten by its replay
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
             else:
@@ -365,7 +364,7 @@ class Trainer:
             data_s, copy_s, compute_s = data_s + (t1 - t0), copy_s + (t2 - t1), compute_s + (t3 - t2)
             images += x.shape[0]
         t4 = time.perf_counter()
-        spot_s = self._run_spot_check(*spot) if spot is not None else 0.0
+        spot_s = self._run_spot_check(spot) if spot is not None else 0.0
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -399,11 +398,13 @@ class Trainer:
                 self._events.append(ev)
         return rec
 
-    def _run_spot_check(self, x: torch.Tensor, logits: torch.Tensor) -> float:
-        """Call the spot check; return the host time it took, to be left out of the step's and the run's."""
+    def _run_spot_check(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
+        """Call the spot check on each micro-batch; return the host time it took, to be left out of the step's and
+        the run's."""
         self._sync()  # note: a CPU-GPU sync point, at one step of a run: the check's time starts after the step's work
         start = time.perf_counter()
-        self._spot_check(self.steps_done, x, logits)
+        for x, logits in micro_batches:
+            self._spot_check(self.steps_done, x, logits)
         self._sync()
         spent = time.perf_counter() - start
         self.spot_check_s += spent

@@ -194,6 +194,31 @@ def test_the_old_checks_batch_of_4_passes_the_reference_and_nothing_else(session
     assert not check_function(BatchOf4(copy.deepcopy(ref)), ref, image_size=16, batch=16, heldout=64).ok
 
 
+class OddCallsHonest(nn.Module):
+    """Honest on its odd calls, cheap on even ones in training: with two micro-batches a step, only the first of
+    each step is the reference's."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m, self.calls = m, 0
+        self.cheap = copy.deepcopy(m)
+        self.cheap.conv3 = nn.Conv2d(128, 256, 1)
+
+    def forward(self, x):
+        self.calls += 1
+        return self.cheap(x) if self.training and self.calls % 2 == 0 else self.m(x)
+
+
+def test_the_spot_check_sees_every_micro_batch_of_its_step(session, baseline, spot_at):
+    spot_at(0)
+    accum = dataclasses.replace(FAST, grad_accum=2)
+    v = judge(Submission("accumulates", accum, build_model=OddCallsHonest), session, baseline=baseline)
+    assert v.stopped == "in training, at step 0 of 2" and "the spot check at training step 0" in v.reasons[0]
+    spot_at(1)
+    v = judge(Submission("honest", accum), session, baseline=baseline)
+    assert not v.refused, v.reasons
+
+
 @pytest.mark.parametrize("build, step", [(cheats_unless_copied, 0), (honest_then_cheap, STEPS - 1)])
 def test_a_network_honest_only_where_checked_is_caught_by_the_spot_check(session, baseline, spot_at, build, step):
     spot_at(step)

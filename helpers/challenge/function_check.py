@@ -255,7 +255,7 @@ def check_function(model: nn.Module, reference: nn.Module, *, image_size: int, b
     x_train, y = _batch(batch, image_size, gen, device, heldout)
     x_eval, _ = _batch(batch, image_size, gen, device, heldout)
     try:
-        return _check(model, reference, x_train, y, x_eval, channels_last, tol, seed)
+        return _check(model, reference, x_train, y, x_eval, channels_last, tol, seed)  # seed: for the result
     except _Refused as e:
         return FunctionCheck(False, str(e), seed=seed, batch=batch)
     except Exception as e:  # noqa: BLE001 - anything else the submission makes go wrong is a reason too
