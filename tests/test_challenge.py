@@ -259,6 +259,7 @@ def test_reflection_names_the_change_that_paid_most_and_what_to_try_next(session
 def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, baseline, tmp_path):
     final = judge(Submission("final", dataclasses.replace(FAST, batch_size=32)), session, baseline=baseline,
                   profile=True)
+    assert final.checks["images_seen"][0], final.checks  # the steps profiled after judging are not the run's images
     model = models.ReferenceCNN(16)
     kernels = step_roofline(final.profile, model, image_size=16, batch=32)
     sweep = serve_sweep(model, image_size=16, batches=(1, 2), samples=100)

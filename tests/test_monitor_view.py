@@ -126,3 +126,19 @@ def test_a_restarted_monitor_draws_a_new_live_plot(fake_nvml, monkeypatch, capsy
         with mon:
             mon.step(images=1)
     assert sum(isinstance(o, go.FigureWidget) for o in shown) == 2
+
+
+def test_phase_labels_are_planned_on_the_span_the_axis_will_show():
+    """A judged run's monitor (one H100, 2026-11-24): the SM clock's axis on the right narrows the plot to 94% of its
+    width, and labels planned on the whole width landed closer than planned: two were drawn over one another."""
+    from helpers import figure_check
+
+    samples = [{"t_s": i * 0.153, "gpu": 0, "util_pct": 90.0, "mem_used_gib": 3.0, "power_w": 300.0,
+                "sm_clock_mhz": 1980.0} for i in range(20)]
+    steps = [{"t_s": 1.8 + i * 0.02, "step": i, "images": 512, "step_ms": 25.0, "img_per_s": 20000.0}
+             for i in range(40)]
+    phases = [{"name": f"my run: {n}", "start_s": a, "end_s": b} for n, a, b in (
+        ("set-up", 0.931, 1.012), ("warm-up", 1.012, 1.766), ("measured", 1.766, 2.607),
+        ("held-out", 2.608, 2.715), ("profiled (after judging)", 2.715, 2.894))]
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples, steps=steps, phases=phases)
+    assert figure_check.problems(monitor_view.build_figure(rec, title="GPU monitor: my run")) == []

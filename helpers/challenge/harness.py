@@ -259,7 +259,7 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
         mon.title = f"{mon.title}: {sub.name if len(sub.name) <= 48 else sub.name[:47] + '…'}"
     if own:
         mon.start()
-    trainer = result = None
+    trainer = result = trained = None
     failed = stop = None
     accuracy, prof = math.nan, None
     try:
@@ -267,6 +267,7 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
             trainer = Trainer(cfg, model=model, spot_check=spot, spot_steps={spot_step})
         # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
         result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
+        trained = trainer.images_trained  # before the profiled steps below: they are not the run's images
         with mon.phase(f"{sub.name}: held-out"):
             accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,
                                         n=rules.heldout)
@@ -297,7 +298,7 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
         trainer = model = spot = None  # the failed run's network, optimizer, batches: the next run gets the memory
         raise_freed(failed)
     record = mon.snapshot()
-    seen = trainer.images_trained if trainer is not None else 0
+    seen = trained if trained is not None else trainer.images_trained if trainer is not None else 0
     if stop is not None and result is None:
         return _stopped(sub.name, cfg, checks, session, baseline, t_start, stop, record=record, seen=seen,
                         precision=precision)

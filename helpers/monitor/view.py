@@ -150,11 +150,18 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
         for i, (_name, start, end) in enumerate(bands)
     ]
     margin = fig.layout.margin
-    plot_w = (fig.layout.width or figure_check.DEFAULT_WIDTH) - (margin.l or 0) - (margin.r or 0)
-    span = max(t_end, max((end for _n, _s, end in bands), default=0.0), 1e-9)
+    dom = fig.layout.xaxis.domain or (0.0, 1.0)  # a second y axis on the right (the SM clock) narrows the plot
+    plot_w = ((fig.layout.width or figure_check.DEFAULT_WIDTH) - (margin.l or 0) - (margin.r or 0)) * (dom[1] - dom[0])
+    # where the axis will run: plotly's autorange covers the traces' x and the bands (a run's samples can go on
+    # past its last phase, and start after 0); labels planned on another span would land closer than planned
+    xs = [float(v) for tr in fig.data if tr.x is not None for v in tr.x if v is not None]
+    starts = xs + [start for _n, start, _e in bands]
+    lo = min(starts) if starts else 0.0
+    hi = max(t_end, max((end for _n, _s, end in bands), default=0.0), max(xs, default=0.0))
+    span = max(hi - lo, 1e-9)
     spans = []
     for name, start, end in bands:
-        mid = (start + end) / 2 / span * plot_w
+        mid = ((start + end) / 2 - lo) / span * plot_w
         half = figure_check.text_width(name, 10) / 2 + 4  # the label's half width at font size 10, and a little room
         spans.append((mid - half, mid + half))
     rows = figure_check.label_rows(spans)
