@@ -126,6 +126,10 @@ class Ceilings:
     matmul_n: int
     copy_gb_per_s: float  # bytes read + bytes written, per second
     copy_bytes: int
+    # Whether the matmul ceiling bounds what a run reaches, so MFU and "at most N× here" mean something. On a GPU
+    # it does. On a CPU it is a small fp32 matmul measured in a moment, and training passes it (oneDNN's kernels,
+    # caches and clocks): 06's smoke runs printed MFU 142% and speed-ups above their bound. See NOT_A_BOUND.
+    bounds: bool = True
 
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
@@ -135,6 +139,11 @@ class Ceilings:
     def matmul_rate(self) -> str:
         """The matmul ceiling in the unit that reads: ``"989 TFLOP/s"`` on a GPU, ``"352 GFLOP/s"`` on a CPU."""
         return flops_rate(self.matmul_tflops)
+
+
+#: What a notebook prints instead of MFU or a speed-up's bound where the ceiling does not bound (``Ceilings.bounds``).
+NOT_A_BOUND = ("not meaningful on this CPU: its ceiling is a small fp32 matmul measured in a moment, and training "
+               "passes it (oneDNN's kernels, caches and clocks)")
 
 
 def flops_rate(tflops: float) -> str:
@@ -192,6 +201,7 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
         matmul_n=n,
         copy_gb_per_s=gbs,
         copy_bytes=nbytes,
+        bounds=dev.type == "cuda",
     )
 
 

@@ -113,7 +113,7 @@ def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already
     body = scrub(body)
     meta = (f"<p class='meta'>Executed at full scale on <b>{html.escape(device)}</b>, {html.escape(date)}; exported "
-            f"with {figures} static figures by scripts/export_html.py. Every number here was measured in that run.</p>")
+            f"with {figures} static figure{'' if figures == 1 else 's'} by scripts/export_html.py. Every number here was measured in that run.</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(path.stem)} ({html.escape(device)}, "
             f"{html.escape(date)})</title><style>{_STYLE}</style></head><body>{meta}{body}</body></html>")
     out_dir.mkdir(parents=True, exist_ok=True)

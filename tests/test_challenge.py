@@ -14,6 +14,7 @@ import torch
 from helpers import bench, env, leaderboard, models, profiling
 from helpers.challenge.accuracy import accuracy_margin, heldout_accuracy
 from helpers.challenge.harness import Session, Submission, judge
+from helpers.challenge.harness import readable_table as harness_readable_table
 from helpers.challenge.report import reflection, write_report
 from helpers.challenge.step_roofline import step_costs, step_roofline
 from helpers.inference import serve_sweep
@@ -308,3 +309,26 @@ def test_climb_says_a_rung_this_size_leaves_out_instead_of_running_it(session, b
                 left_out="too few steps for a larger batch")
     assert climb([rung], session, baseline=baseline) == []
     assert "+ batch size: left out here (the batch stays 16: too few steps for a larger batch)" in capsys.readouterr().out
+
+
+def test_on_a_cpu_mfu_and_the_bound_are_not_printed_as_bounds_and_the_leaderboard_follows(session, tmp_path):
+    """06's smoke runs printed "MFU 142%" and "2.48× the baseline (at most 1.75× here)": a CPU's ceiling bounds
+    nothing. Where it does not (bench.Ceilings.bounds), neither is printed as one, and the leaderboard's range check
+    on MFU follows the same rule."""
+    assert bench.measure_ceilings("cpu").bounds is False
+    loose = dataclasses.replace(session, ceilings=dataclasses.replace(session.ceilings, bounds=False, matmul_tflops=1e-6))
+    base = judge(Submission("baseline", FAST), loose)
+    run = judge(Submission("run", dataclasses.replace(FAST, batch_size=32)), loose, baseline=base)
+    assert run.mfu_pct > 100 and run.speedup_bound is None and not run.bounded  # the ceiling did not bound it
+    text = str(run)
+    assert "MFU not meaningful on a CPU" in text and "at most" not in text
+    table = harness_readable_table([base, run])
+    assert set(table.shown["MFU %"]) == {"—"} and any("MFU: not meaningful on this CPU" in n for n in table.notes)
+    path = tmp_path / "board.sqlite"
+    added = leaderboard.add(run.entry(path=path), path=path)  # an honest CPU run is not refused for MFU > 100%
+    assert added.written
+    bounded = judge(Submission("run", dataclasses.replace(FAST, batch_size=32)),
+                    dataclasses.replace(loose, ceilings=dataclasses.replace(loose.ceilings, bounds=True)), baseline=base)
+    assert bounded.mfu_pct > 100 and "at most" in str(bounded)
+    with pytest.raises(leaderboard.EntryRefused, match="mfu_pct=.* is outside what a run can measure"):
+        leaderboard.add(bounded.entry("bounded", path=path), path=path)  # where a bound holds, past it is refused

@@ -193,7 +193,7 @@ def problems(browser, path: Path, *, screenshot: Path | None = None) -> list[str
     if failed or embedded != len(figures):
         out.append(f"{len(figures) - len(failed)} of {embedded} figures in the HTML drew; not drawn: " + "; ".join(
             f"figure {figures.index(f) + 1}, '{f['title']}' ({', '.join(f['why'])})" for f in failed))
-    claimed = re.search(r"exported with (\d+) static figures", html)
+    claimed = re.search(r"exported with (\d+) static figures?\b", html)
     plotly = sum(f["plotly"] for f in figures)
     if claimed and int(claimed.group(1)) != plotly:
         out.append(f"the export says it drew {claimed.group(1)} figures; the page holds {plotly} plotly figures")

@@ -142,3 +142,27 @@ def test_phase_labels_are_planned_on_the_span_the_axis_will_show():
         ("held-out", 2.608, 2.715), ("profiled (after judging)", 2.715, 2.894))]
     rec = MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples, steps=steps, phases=phases)
     assert figure_check.problems(monitor_view.build_figure(rec, title="GPU monitor: my run")) == []
+
+
+def test_power_and_clock_axes_start_at_zero_in_whole_units():
+    """A steady SM clock (1,980 MHz) filled its axis with ticks a fraction of a MHz apart on one H100."""
+    fig = monitor_view.build_figure(_record())
+    axes = [fig.layout[k] for k in fig.layout if k.startswith("yaxis")]
+    clock_axes = [a for a in axes if a.rangemode == "tozero"]
+    assert len(clock_axes) == 2 and all(a.tickformat == ",.0f" for a in clock_axes)  # power (W) and clock (MHz)
+
+
+def test_the_x_axis_shows_the_span_the_phase_labels_were_planned_on():
+    """A CPU's judged run (AVX2, 2026-11-24): plotly pads an axis whose line has markers (img/s per step), so the
+    labels of two short phases planned on the data's span landed closer than planned. The axis now shows that span."""
+    from helpers import figure_check
+
+    samples = [{"t_s": i * 0.5, "gpu": None, "cpu_pct": 90.0, "host_mem_gib": 1.0} for i in range(41)]
+    steps = [{"t_s": 4 + i * 0.2, "step": i, "images": 16, "step_ms": 200.0, "img_per_s": 80.0} for i in range(60)]
+    phases = [{"name": f"my run: {n}", "start_s": a, "end_s": b} for n, a, b in (
+        ("set-up", 0.0, 2.0), ("warm-up", 2.0, 4.0), ("measured", 4.0, 16.0), ("held-out", 16.0, 18.2),
+        ("profiled (after judging)", 18.2, 20.0))]
+    rec = MonitorRecord(source="host", devices=[], period_s=0.5, samples=samples, steps=steps, phases=phases)
+    fig = monitor_view.build_figure(rec, title="CPU monitor (no GPU here): my run")
+    assert tuple(fig.layout.xaxis.range) == (0.0, 20.0)
+    assert figure_check.problems(fig) == []

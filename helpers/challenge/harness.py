@@ -112,6 +112,7 @@ class Verdict:
     # with judge(..., profile=True): a few steps profiled after judging (they change nothing judged)
     profile: profiling.ProfileResult | None = dataclasses.field(repr=False, default=None)
     stopped: str = ""  # where a run that did not go through stopped ("before training", ...); "" when it did
+    bounded: bool = True  # the session's ceiling bounds runs (a GPU): MFU and the speed-up's bound mean something
 
     @property
     def refused(self) -> bool:
@@ -164,10 +165,11 @@ class Verdict:
         def pct(v):
             return "—" if v is None else f"{v:.0f}%"
 
-        speed = ("the baseline" if self.speedup is None else
-                 f"{tables.times(self.speedup)} the baseline (at most {tables.times(self.speedup_bound)} here)")
+        bound = f" (at most {tables.times(self.speedup_bound)} here)" if self.speedup_bound is not None else ""
+        speed = "the baseline" if self.speedup is None else f"{tables.times(self.speedup)} the baseline{bound}"
+        mfu = f"MFU {self.mfu_pct:.1f}%" if self.bounded else "MFU not meaningful on a CPU"
         mem = "—" if self.peak_mem_gb is None else f"{self.peak_mem_gb:.1f} GB"
-        head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, MFU {self.mfu_pct:.1f}%, held-out accuracy "
+        head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, {mfu}, held-out accuracy "
                 f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
                 f"GPM SM {pct(self.gpm_sm_pct)}")
         verdict = "passed every rule" if not self.refused else "REFUSED: " + "; ".join(self.reasons)
@@ -324,10 +326,10 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
         nvml_util_pct=steady.mean_util_pct if on_gpu else None,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
         speedup=result.img_per_s / baseline.img_per_s if baseline is not None else None,
-        speedup_bound=session.ceiling_img_per_s / (baseline or result).img_per_s,
+        speedup_bound=session.ceiling_img_per_s / (baseline or result).img_per_s if session.ceilings.bounds else None,
         baseline_img_per_s=(baseline or result).img_per_s,
         step_ms=result.step_ms_median, precision=result.precision, train=result, monitor=record, steady=steady,
-        wall_s=time.perf_counter() - t_start, profile=prof, stopped=stop or "",
+        wall_s=time.perf_counter() - t_start, profile=prof, stopped=stop or "", bounded=session.ceilings.bounds,
     )
 
 
@@ -340,8 +342,9 @@ def _stopped(name: str, cfg: TrainConfig, checks: dict[str, tuple[bool, str]], s
     base = baseline.img_per_s if baseline is not None else nan
     return Verdict(
         name=name, config=cfg, checks=checks, img_per_s=nan, mfu_pct=nan, accuracy=nan, images_seen=seen,
-        peak_mem_gb=None, nvml_util_pct=None, gpm_sm_pct=None, speedup=nan, speedup_bound=session.ceiling_img_per_s
-        / base, baseline_img_per_s=base, step_ms=nan, precision=precision or env.resolve_dtype(cfg.dtype, env.device()),
+        peak_mem_gb=None, nvml_util_pct=None, gpm_sm_pct=None, speedup=nan,
+        speedup_bound=session.ceiling_img_per_s / base if session.ceilings.bounds else None, baseline_img_per_s=base,
+        bounded=session.ceilings.bounds, step_ms=nan, precision=precision or env.resolve_dtype(cfg.dtype, env.device()),
         train=None, monitor=record, steady=record.summary(), wall_s=time.perf_counter() - t_start, stopped=where)
 
 
@@ -367,7 +370,7 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             "run": v.name,
             "img/s": num(v.img_per_s, ",.0f"),
             "speed-up ×": "1 (baseline)" if v.speedup is None else num(v.speedup, ".1f"),
-            "MFU %": num(v.mfu_pct, ".1f"),
+            "MFU %": num(v.mfu_pct, ".1f") if v.bounded else tables.MISSING,
             "held-out accuracy %": num(100 * v.accuracy, ".1f"),
             "peak memory GB": num(v.peak_mem_gb, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
@@ -389,6 +392,8 @@ def table_notes(verdicts: list[Verdict]) -> str:
         notes.append("a refused run that stopped (before or in training, or in the held-out evaluation): what it did "
                      "not reach was not measured")
     verdicts = [v for v in verdicts if v.train is not None]  # the rest: the note above
+    if any(not v.bounded for v in verdicts):
+        notes.append(f"MFU: {bench.NOT_A_BOUND}")
     if any(v.peak_mem_gb is None for v in verdicts):
         notes.append("peak memory: no GPU allocator on a CPU")
     if any(v.nvml_util_pct is None for v in verdicts):

@@ -24,7 +24,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import env, results, svg, tables
+from .. import bench, env, results, svg, tables
 from ..inference import ServingSweep
 from ..monitor import MonitorRecord
 from ..roofline import attainable_tflops, ridge_intensity
@@ -65,9 +65,10 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
                 else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
         upto = "" if last is final else f" up to {last.name}"
-        paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it, {same}. "
-                f"All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline, MFU "
-                f"{base.mfu_pct:.1f}% → {last.mfu_pct:.1f}%.{refused}")
+        mfu = f", MFU {base.mfu_pct:.1f}% → {last.mfu_pct:.1f}%" if final.bounded else ""
+        paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it"
+                + (f", {same}" if final.bounded else "") + ". "
+                f"All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline{mfu}.{refused}")
     else:
         paid = "No two runs that passed the rules to compare." + refused
     ceil = session.ceilings
@@ -75,7 +76,13 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         bottleneck = (f"{final.name} was refused {final.stopped} ({'; '.join(final.reasons)}), so there is no step "
                       "of it to read: fix it and judge it again.")
         return Reflection(bottleneck, paid, "Make the run pass the rules first; then profile it.")
-    if kernels is not None and kernels.points:
+    if kernels is not None and kernels.points and not final.bounded:  # no roof to measure the kernels against
+        shares = {**kernels.shares, **kernels.unplaced}
+        top, share = max(shares.items(), key=lambda kv: kv[1])
+        bottleneck = (f"{top} take {share:.0f}% of the final step's time ({kernels.step_kernel_ms:.3g} ms per step; "
+                      "on a CPU the profile times PyTorch's ops).")
+        try_next = (f"Run it on a GPU: how far each kind of work is from its roof is {bench.NOT_A_BOUND}.")
+    elif kernels is not None and kernels.points:
         shares = {**kernels.shares, **kernels.unplaced}
         top, share = max(shares.items(), key=lambda kv: kv[1])
         where = ""
@@ -192,9 +199,10 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
     util = "" if base.nvml_util_pct is None else f" NVML reported {base.nvml_util_pct:.0f}% utilisation."
     return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}: a median step "
             f"of {tables.sig(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
-            f"{util}{busy} Its MFU was {base.mfu_pct:.2f}%: the compute ceiling here is "
+            f"{util}{busy} " + (f"Its MFU was {tables.percent(base.mfu_pct)}%: the compute ceiling here is "
             f"{session.ceiling_img_per_s:,.0f} img/s, {tables.times(base.speedup_bound)} the baseline, the most any run "
-            f"could gain on this machine.</p>")
+            f"could gain on this machine.</p>" if base.bounded else f"Its MFU and the most a run could gain are "
+            f"{_h(bench.NOT_A_BOUND)}.</p>"))
 
 
 def _table(t: tables.Table) -> str:
@@ -243,7 +251,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
                            title="MFU of each run (% of the measured matmul ceiling)", unit="%",
-                           fmt=tables.percent),  # as the table above rounds it
+                           fmt=tables.percent)  # as the table above rounds it
+             if final.bounded else f"<p class='note'>MFU of each run: {_h(bench.NOT_A_BOUND)}.</p>",
              "<h2>Before and after</h2>"]
     util_b, ips_b = _monitor_series(base.monitor, "baseline", True)
     util_f, ips_f = _monitor_series(final.monitor, final.name, False)

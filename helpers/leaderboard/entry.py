@@ -154,6 +154,10 @@ class Entry:
             except OverflowError:
                 raise EntryRefused(f"{who}: {name}={_show(value)} is too large to be a figure ({what}: {lo:g} to "
                                    f"{hi:g}). Judge the run with the harness rather than typing figures.") from None
+            if name == "mfu_pct" and self.figures.get("speedup_bound") is None:
+                # no bound here (a CPU: bench.Ceilings.bounds): MFU can pass 100% and is not ranked on it, as the
+                # harness does not print it
+                hi = math.inf
             if not math.isfinite(x) or not lo <= x <= hi or (name in _POSITIVE and x <= 0):
                 raise EntryRefused(f"{who}: {name}={_show(value)} is outside what a run can measure ({what}: "
                                    f"{lo:g} to {hi:g}). Judge the run with the harness rather than typing figures.")

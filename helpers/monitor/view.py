@@ -113,6 +113,9 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
                                  line=dict(color="#000000")), row=rows[every[-1]], col=1)
         fig._monitor_traces.append(None)
     fig.update_yaxes(range=[0, 105], row=1, col=1)
+    if power in rows:  # from zero, in whole units: a steady clock (1,980 MHz) otherwise fills the axis with
+        for secondary in (False, True):  # ticks a fraction of a MHz apart (1,980.633, 1,980.219, ...)
+            fig.update_yaxes(rangemode="tozero", tickformat=",.0f", row=rows[power], col=1, secondary_y=secondary)
     height = 200 + 130 * len(panels)
     # the legend sits under the x axis's ticks and title, about 60 px below the plot area, whatever its height
     fig.update_layout(title=title, height=height, margin=dict(l=50, r=20, t=70, b=40),
@@ -132,10 +135,18 @@ def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, ma
             trace.x, trace.y = _binned(*cols.window(n, t_from), max_step_points)
         else:
             trace.x, trace.y = cols.window(i, t_from)
-    _draw_phases(fig, phases, t_end)
+    # The x axis shows exactly [lo, hi], set here rather than left to plotly's autorange (which pads a line with
+    # markers, and which the phase labels below cannot foresee): the labels are planned on the span drawn.
+    xs = [float(v) for tr in fig.data if tr.x is not None for v in tr.x if v is not None]
+    ends = [ph["end_s"] if ph["end_s"] is not None else round(t_end) for ph in phases]
+    lo = max(min(xs + [ph["start_s"] for ph in phases], default=0.0), t_from)
+    hi = max([t_end, *xs, *ends])
+    if hi > lo:
+        fig.update_xaxes(range=[lo, hi])
+    _draw_phases(fig, phases, t_end, lo, hi)
 
 
-def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
+def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: float | None = None) -> None:
     """Shaded bands and labels for the phases. They change rarely: redraw only when they do
     (an open band grows in whole seconds). The labels go on rows above the first panel's title, each on the
     lowest row where it clears the labels already there (short phases side by side would overlap)."""
@@ -152,12 +163,8 @@ def _draw_phases(fig, phases: list[dict], t_end: float) -> None:
     margin = fig.layout.margin
     dom = fig.layout.xaxis.domain or (0.0, 1.0)  # a second y axis on the right (the SM clock) narrows the plot
     plot_w = ((fig.layout.width or figure_check.DEFAULT_WIDTH) - (margin.l or 0) - (margin.r or 0)) * (dom[1] - dom[0])
-    # where the axis will run: plotly's autorange covers the traces' x and the bands (a run's samples can go on
-    # past its last phase, and start after 0); labels planned on another span would land closer than planned
-    xs = [float(v) for tr in fig.data if tr.x is not None for v in tr.x if v is not None]
-    starts = xs + [start for _n, start, _e in bands]
-    lo = min(starts) if starts else 0.0
-    hi = max(t_end, max((end for _n, _s, end in bands), default=0.0), max(xs, default=0.0))
+    # the span the x axis shows (set by _apply): labels planned on another span would land closer than planned
+    hi = max(t_end, max((end for _n, _s, end in bands), default=0.0)) if hi is None else hi
     span = max(hi - lo, 1e-9)
     spans = []
     for name, start, end in bands:
