@@ -124,8 +124,11 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
     return fig
 
 
-def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, max_step_points: int = 600) -> None:
-    """Show the last ``window_s`` seconds of ``cols`` (all of it when None) and the phases in ``fig``."""
+def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, max_step_points: int = 600,
+           fix_axis: bool = False) -> None:
+    """Show the last ``window_s`` seconds of ``cols`` (all of it when None) and the phases in ``fig``;
+    ``fix_axis``: the x axis shows exactly that span (a static figure; a live one keeps plotly's autorange, and the
+    zoom an instructor chose)."""
     t_end = max(cols.cols[0][0][-1:] + cols.cols[-1][0][-1:] + [0.0])
     t_from = t_end - window_s if window_s else -np.inf
     n = len(cols.specs)
@@ -135,13 +138,13 @@ def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, ma
             trace.x, trace.y = _binned(*cols.window(n, t_from), max_step_points)
         else:
             trace.x, trace.y = cols.window(i, t_from)
-    # The x axis shows exactly [lo, hi], set here rather than left to plotly's autorange (which pads a line with
-    # markers, and which the phase labels below cannot foresee): the labels are planned on the span drawn.
+    # A static figure's x axis shows exactly [lo, hi], set here rather than left to plotly's autorange (which pads a
+    # line with markers, and which the phase labels below cannot foresee): the labels are planned on the span drawn.
     xs = [float(v) for tr in fig.data if tr.x is not None for v in tr.x if v is not None]
     ends = [ph["end_s"] if ph["end_s"] is not None else round(t_end) for ph in phases]
     lo = max(min(xs + [ph["start_s"] for ph in phases], default=0.0), t_from)
     hi = max([t_end, *xs, *ends])
-    if hi > lo:
+    if fix_axis and hi > lo:
         fig.update_xaxes(range=[lo, hi])
     _draw_phases(fig, phases, t_end, lo, hi)
 
@@ -193,7 +196,7 @@ def build_figure(record: MonitorRecord, *, title: str | None = None, window_s: f
         shown.add(every[-1])
     fig = _empty_figure(record, title or default_title(record), tuple(p for p in every if p in shown) or every[:1],
                         lines)
-    _apply(fig, cols, record.phases, window_s)
+    _apply(fig, cols, record.phases, window_s, fix_axis=True)
     return fig
 
 
