@@ -132,7 +132,7 @@ def problems(fig: Any) -> list[str]:
       linear one further from the data than the data's own span (it stretches the axis and squeezes the data);
     * a title wider than the figure, a vertical legend taller than the figure can hold, and labels drawn over
       one another (subplot titles, phase labels), each estimated from its font size and the figure's size;
-    * tick labels given as NaN or Infinity.
+    * tick labels given as NaN or Infinity, and category tick labels wider than their slot (they run together).
     """
     d = _as_dict(fig)
     layout = d.get("layout", {})
@@ -276,6 +276,37 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
             if min(b1, b2) - max(t1, t2) > 3 and min(r1, r2) - max(l1, l2) > 2:  # boxes meet by more than a hair
                 out.append(f"the labels '{_plain(a.get('text'))}' and '{_plain(b.get('text'))}' are drawn over one "
                            "another: shorten them, move one, or make the figure wider")
+    out += _crowded_categories(d, axes, plot_w)
+    return out
+
+
+def _crowded_categories(d: dict, axes: dict, plot_w: float) -> list[str]:
+    """Category tick labels on an x axis wider than each category's slot: drawn level, they run into one another
+    (04's anatomy chart read "weightsgradientsoptimizer state"). Angled ticks are left to plotly."""
+    cats: dict[str, list[str]] = {}
+    for trace in d.get("data", []):
+        raw = trace.get("x")
+        if trace.get("orientation") == "h" or not isinstance(raw, (list, tuple)):
+            continue
+        names = [str(v) for v in raw if isinstance(v, str)]
+        if names:
+            key = _axis_key(trace.get("xaxis", "x"))
+            cats.setdefault(key, [])
+            cats[key] += [n for n in names if n not in cats[key]]
+    out = []
+    for key, names in cats.items():
+        axis = axes.get(key, {})
+        if axis.get("tickangle") not in (None, 0) or len(names) < 2:
+            continue
+        dom = axis.get("domain") or [0, 1]
+        slot = plot_w * (dom[1] - dom[0]) / len(names)
+        size = float((axis.get("tickfont") or {}).get("size") or 12)
+        widest = max(names, key=lambda n: text_width(n, size))
+        if text_width(widest, size) > slot:
+            shown = _plain(re.sub(r"<br\s*/?>", " / ", widest, flags=re.I))
+            out.append(f"the tick labels of the axis '{_title_text(axis.get('title')) or key}' run into one another: "
+                       f"'{shown}' needs about {text_width(widest, size):.0f} px of a {slot:.0f} px slot; "
+                       "break them with <br>, angle them, or make the figure wider")
     return out
 
 

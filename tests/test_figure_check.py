@@ -199,3 +199,18 @@ def test_the_profiler_writes_nothing_on_stderr_once_the_helpers_are_imported():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
+
+
+def test_category_tick_labels_wider_than_their_slot_are_caught_and_broken_ones_pass():
+    names = ["weights", "gradients", "optimizer state", "activations kept", "workspace", "reserved after",
+             "GPU used"]
+    crowded = go.Figure(go.Bar(x=names, y=list(range(7))))
+    crowded.update_layout(width=500)
+    found = figure_check.problems(crowded)
+    assert any("run into one another" in p and "'activations kept'" in p for p in found), found
+    broken = go.Figure(go.Bar(x=[n.replace(" ", "<br>") for n in names], y=list(range(7))))
+    broken.update_layout(width=800)  # "activations" alone needs about 77 px; each slot is about 91
+    assert figure_check.problems(broken) == []
+    angled = go.Figure(go.Bar(x=names, y=list(range(7))))
+    angled.update_layout(width=500, xaxis_tickangle=-45)
+    assert figure_check.problems(angled) == []
