@@ -58,6 +58,7 @@ def test_host_only():
     findings = diagnose(s)
     assert any(f.title == "No GPU telemetry here" for f in findings)
     assert all(str(f) for f in findings)
+    assert all(". " + f.evidence[:1].upper() in str(f) for f in findings)  # each evidence starts its own sentence
 
 
 def test_waiting_host_with_a_busy_gpu_is_not_an_input_bottleneck():

@@ -36,7 +36,8 @@ class Finding:
 
     def __str__(self) -> str:
         icon = {"bottleneck": "🔴", "warning": "🟠", "good": "🟢", "info": "ℹ️"}[self.severity]
-        return f"{icon} {self.title}. {self.evidence} → {self.advice}"
+        evidence = self.evidence[:1].upper() + self.evidence[1:]  # a sentence after the title's full stop
+        return f"{icon} {self.title}. {evidence} → {self.advice}"
 
 
 def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Finding]:
