@@ -168,13 +168,15 @@ def record(figures: dict[str, float], *, path: Path | str | None = None,
 
 
 def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None,
-                       measured_as: str | None = None) -> Path:
+                       measured_as: str | None = None, notebook: str | None = None) -> Path:
     """Add (or replace) one variant's row in the course's comparison table.
 
     ``measured_as``: how this row was measured when it is not a training run with its loader (it says, under
     the table, why the row's other columns are empty): ``"the training step alone, on data already on the GPU"``.
+    ``notebook``: the notebook that measured it (``"02_dataloader"``), so an earlier notebook's table leaves it out.
     """
-    row = dict(row) | ({"measured_as": measured_as} if measured_as else {})
+    row = (dict(row) | ({"measured_as": measured_as} if measured_as else {})
+           | ({"notebook": notebook} if notebook else {}))
     return _update(lambda d: d["comparison"].update({name: row}), path)
 
 
@@ -182,17 +184,22 @@ def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | Non
 _EMPTY_ON_CPU = {"peak_allocated_gib": "no GPU allocator on a CPU", "util_pct": "no NVIDIA driver on a CPU"}
 
 
-def comparison_table(path: Path | str | None = None, *, baseline: str = "baseline") -> "pandas.DataFrame":  # noqa: F821
+def comparison_table(path: Path | str | None = None, *, baseline: str = "baseline",
+                     upto: str | None = None) -> "pandas.DataFrame":  # noqa: F821
     """The comparison rows as a DataFrame, with ``speedup_x`` against ``baseline`` when it is there.
 
+    ``upto``: only the rows measured by this notebook and the ones before it (``"01_baseline"``): a file kept from
+    an earlier full run holds the later notebooks' rows too, and a notebook's table shows what was measured so far.
     Full precision; ``tables.readable(df)`` shows it to read, with a note under the table for each empty
     column saying which rows lack it and why.
     """
     import pandas as pd
 
     data = load(path)
-    rows = data["comparison"]
+    rows = {k: v for k, v in data["comparison"].items()
+            if upto is None or not isinstance(v.get("notebook"), str) or v["notebook"] <= upto}
     df = pd.DataFrame.from_dict(rows, orient="index")
+    df = df.drop(columns=["notebook"], errors="ignore")
     if not df.empty and baseline in rows and "img_per_s" in df:
         df["speedup_x"] = df["img_per_s"] / rows[baseline]["img_per_s"]
     df.index.name = "variant"

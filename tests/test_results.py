@@ -47,6 +47,17 @@ def test_comparison_table_adds_speedups():
     assert list(results.figures_table(path).columns) == ["figure", "value", "unit"]
 
 
+def test_a_notebooks_comparison_leaves_out_the_rows_later_notebooks_measured_in_an_earlier_run():
+    """01's table showed 02's and 03's rows of the run before (a full run keeps results/ between notebooks)."""
+    results.add_comparison_row("baseline", {"img_per_s": 500.0}, notebook="01_baseline")
+    results.add_comparison_row("loader_tuned", {"img_per_s": 4500.0}, notebook="02_dataloader")
+    path = results.add_comparison_row("compiled_step", {"img_per_s": 15000.0}, notebook="03_kernels")
+    assert list(results.comparison_table(path, upto="01_baseline").index) == ["baseline"]
+    df = results.comparison_table(path, upto="02_dataloader")
+    assert list(df.index) == ["baseline", "loader_tuned"] and "notebook" not in df.columns
+    assert len(results.comparison_table(path)) == 3  # every row, as the README's and a results reader's table
+
+
 def test_missing_file_loads_empty(tmp_path):
     assert results.load(tmp_path / "none.json") == {"figures": {}, "comparison": {}}
 
