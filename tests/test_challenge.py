@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 import torch
 
-from helpers import bench, env, leaderboard, models, profiling
+from helpers import bench, env, leaderboard, models, profiling, tables
 from helpers.challenge.accuracy import accuracy_margin, heldout_accuracy
 from helpers.challenge.harness import Session, Submission, judge
 from helpers.challenge.harness import readable_table as harness_readable_table
@@ -276,6 +276,9 @@ def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, base
                  "The change that paid most", "What to try next", "Within a p99 of 1000 ms", env.today()):
         assert text in page, text
     assert list(tmp_path.joinpath("sub").iterdir()) == [path]  # no temporary file left behind
+    mfu = tables.percent(final.mfu_pct)  # one rounding: the verdict, the table, the chart and the report's text
+    assert f"MFU {mfu}%" in str(final) and mfu in set(harness_readable_table([baseline, final]).shown["MFU %"])
+    assert f">{mfu}%<" in page
     with pytest.raises(ValueError, match="compares runs"):
         write_report(session, [baseline], path=tmp_path / "r.html")
 

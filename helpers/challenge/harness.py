@@ -167,7 +167,7 @@ class Verdict:
 
         bound = f" (at most {tables.times(self.speedup_bound)} here)" if self.speedup_bound is not None else ""
         speed = "the baseline" if self.speedup is None else f"{tables.times(self.speedup)} the baseline{bound}"
-        mfu = f"MFU {self.mfu_pct:.1f}%" if self.bounded else "MFU not meaningful on a CPU"
+        mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
         mem = "—" if self.peak_mem_gb is None else f"{self.peak_mem_gb:.1f} GB"
         head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, {mfu}, held-out accuracy "
                 f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
@@ -370,7 +370,9 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             "run": v.name,
             "img/s": num(v.img_per_s, ",.0f"),
             "speed-up ×": "1 (baseline)" if v.speedup is None else num(v.speedup, ".1f"),
-            "MFU %": num(v.mfu_pct, ".1f") if v.bounded else tables.MISSING,
+            # one rounding of MFU everywhere (tables.percent: 0.86, 30.9): the report's chart and text agree with it
+            "MFU %": (tables.MISSING if v.mfu_pct is None or math.isnan(v.mfu_pct) else tables.percent(v.mfu_pct))
+                     if v.bounded else tables.MISSING,
             "held-out accuracy %": num(100 * v.accuracy, ".1f"),
             "peak memory GB": num(v.peak_mem_gb, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),

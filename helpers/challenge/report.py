@@ -65,7 +65,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
                 else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
         upto = "" if last is final else f" up to {last.name}"
-        mfu = f", MFU {base.mfu_pct:.1f}% → {last.mfu_pct:.1f}%" if final.bounded else ""
+        mfu = f", MFU {tables.percent(base.mfu_pct)}% → {tables.percent(last.mfu_pct)}%" if final.bounded else ""
         paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it"
                 + (f", {same}" if final.bounded else "") + ". "
                 f"All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline{mfu}.{refused}")
@@ -102,7 +102,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         mfu_then = final.mfu_pct * step / max(step - save, 1e-9)
         unplaced = ", ".join(f"{k} {v:.0f}%" for k, v in kernels.unplaced.items() if v >= 1)
         try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {tables.sig(step)} ms step, "
-                    f"which would lift MFU to at most {mfu_then:.1f}%."
+                    f"which would lift MFU to at most {tables.percent(mfu_then)}%."
                     + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."
                        if unplaced else ""))
     else:
