@@ -13,25 +13,21 @@ import torch
 
 from helpers import bench, env, leaderboard, models, profiling, tables
 from helpers.challenge.accuracy import accuracy_margin, heldout_accuracy
-from helpers.challenge.harness import Session, Submission, judge
-from helpers.challenge.harness import readable_table as harness_readable_table
+from helpers.challenge.harness import Submission, judge
+from helpers.challenge.harness import readable_table as harness_readable_table  # report's readable_table differs
 from helpers.challenge.report import reflection, write_report
 from helpers.challenge.step_roofline import step_costs, step_roofline
 from helpers.inference import serve_sweep
 from helpers.challenge.rules import RuleBroken, Rules, same_function
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
-from helpers.train import TrainConfig
-from fakes import KernelTableProfile
+from fakes import KernelTableProfile, tiny_challenge, tiny_session
 
-TINY = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
-FAST = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
+TINY, FAST = tiny_challenge()
 
 
 @pytest.fixture(scope="module")
 def session():
-    ceil = bench.Ceilings("test CPU", matmul_tflops=0.1, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
-                          copy_bytes=1)
-    return Session(TINY, ceil, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
+    return tiny_session(TINY)
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import bench, leaderboard, models
-from helpers.challenge.harness import Session, Submission, judge
-from helpers.challenge.rules import Rules
+from helpers import bench, leaderboard
+from helpers.challenge.harness import Submission, judge
 from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06
 from helpers.loaders import LoaderSpec
-from helpers.train import TrainConfig
-from fakes import KernelTableProfile
+from fakes import KernelTableProfile, tiny_challenge, tiny_session
 
 NAN, INF = float("nan"), float("inf")
 
@@ -86,12 +84,8 @@ def _nothing_is_measured(monkeypatch):
 def judged_runs():
     """Four judged runs on a tiny CPU challenge: one honest, two that broke one rule each, one that broke two. The
     harness's checks are set on a real verdict (dataclasses.replace), as in test_challenge."""
-    tiny = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
-    ceil = bench.Ceilings("test CPU", matmul_tflops=0.1, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
-                          copy_bytes=1)
-    session = Session(tiny, ceil, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
-    real = judge(Submission("baseline", TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16,
-                                                    dataset_size=256)), session)
+    tiny, cfg = tiny_challenge()
+    real = judge(Submission("baseline", cfg), tiny_session(tiny))
 
     def broke(**why):
         return dataclasses.replace(real, checks={k: (k not in why, why.get(k, "ok")) for k in leaderboard.CHECKS})

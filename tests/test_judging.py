@@ -13,27 +13,25 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import bench, env, leaderboard, models
+from helpers import leaderboard, models
 from helpers.challenge import harness
 from helpers.challenge.function_check import (TOLERANCES, SpotCheck, check_function, map_parameters,
                                               spot_precision)
-from helpers.challenge.harness import Session, Submission, judge, readable_table
+from helpers.challenge.harness import Submission, judge, readable_table
 from helpers.challenge.report import reflection, write_report
-from helpers.challenge.rules import Rules
 from helpers.challenge.step_roofline import step_roofline
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
 from helpers.train import TrainConfig, Trainer
 
-TINY = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
-FAST = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
+from fakes import tiny_challenge, tiny_session
+
+TINY, FAST = tiny_challenge()
 STEPS = TINY.images // FAST.batch_size  # 4 steps of 16: the spot check's step is one of 0..3
 
 
 @pytest.fixture(scope="module")
 def session():
-    ceil = bench.Ceilings("test CPU", matmul_tflops=0.1, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
-                          copy_bytes=1)
-    return Session(TINY, ceil, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
+    return tiny_session(TINY)
 
 
 @pytest.fixture(scope="module")

@@ -235,16 +235,12 @@ def test_anything_but_an_entry_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def judged():
     """A baseline and the same submission judged twice, by the harness, at a tiny size on the CPU (~2 s)."""
-    from helpers import bench, models
-    from helpers.challenge.harness import Session, Submission, judge
-    from helpers.challenge.rules import Rules
-    from helpers.train import TrainConfig
+    from helpers.challenge.harness import Submission, judge
 
-    rules = Rules(images=64, image_size=16, dataset_size=256, heldout=64)
-    cfg = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256)
-    ceilings = bench.Ceilings("test CPU", matmul_tflops=50.0, matmul_dtype="float32", matmul_n=64,
-                              copy_gb_per_s=1.0, copy_bytes=1)  # a high ceiling: MFU well under 100%
-    session = Session(rules, ceilings, bench.flops_per_image(models.ReferenceCNN(16), 16), "cpu")
+    from fakes import tiny_challenge, tiny_session
+
+    rules, cfg = tiny_challenge()
+    session = tiny_session(rules, matmul_tflops=50.0)  # a high ceiling: MFU well under 100%
     baseline = judge(Submission("baseline", cfg), session)
     runs = [judge(Submission("my run", cfg), session, baseline=baseline) for _ in range(2)]
     return baseline, runs

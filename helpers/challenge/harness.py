@@ -43,7 +43,7 @@ from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, ra
 from .accuracy import accuracy_margin, heldout_accuracy
 from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
     spot_precision
-from .rules import RuleBroken, Rules
+from .rules import Rules
 
 __all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
 

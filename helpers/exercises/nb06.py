@@ -10,7 +10,6 @@ Try the exercises before reading the reference solutions below.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 
