@@ -40,6 +40,7 @@ DATA_SOURCES = ("memory", "jpeg", "gpu")
 # torch.compile's modes: reduce-overhead adds CUDA graphs; max-autotune also times many GEMM/conv kernels (minutes).
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 COMPILE_BACKENDS = ("inductor", "aot_eager")
+LR_DECAYS = ("none", "linear", "cosine")
 _TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: The fewest measured steps a training window's figures are taken from (when its time box cuts it short).
 MIN_STABLE_STEPS = 5
@@ -80,6 +81,15 @@ class TrainConfig:
     grad_accum: int = 1
     lr: float = 0.01
     momentum: float = 0.9
+    # The learning rate's schedule over every training step (warm-up steps included): a linear ramp from lr/N to lr
+    # over the first lr_warmup_steps, then lr, decayed to zero at the last step where lr_decay says so. A larger
+    # batch takes fewer steps; ramping up and decaying lets it learn as much as the small batch's constant rate.
+    lr_warmup_steps: int = 0
+    lr_decay: Literal["none", "linear", "cosine"] = "none"
+    # The seed of the initial weights and of the batch order; None: ``seed``, the data set's. Another init_seed
+    # trains the same network on the same data from other weights, in another order: a rerun, as a field measures
+    # run-to-run variation (the final challenge fixes it: every run starts from the same weights).
+    init_seed: int | None = None
     # SGD's fused implementation: one kernel updates every parameter (foreach: a few; the loop: several per tensor)
     fused_optimizer: bool = False
     seed: int = 0
@@ -95,6 +105,11 @@ class TrainConfig:
         positive_int("warmup_steps", 0)
         positive_int("num_workers", 0)
         positive_int("grad_accum")
+        positive_int("lr_warmup_steps", 0)
+        if self.lr_decay not in LR_DECAYS:
+            raise _bad("lr_decay", self.lr_decay, f"choose one of {', '.join(LR_DECAYS)}")
+        if self.init_seed is not None and (isinstance(self.init_seed, bool) or not isinstance(self.init_seed, int)):
+            raise _bad("init_seed", self.init_seed, "use None (the data's seed) or an integer")
         positive_int("dataset_size")
         if self.dtype not in DTYPES:
             raise _bad("dtype", self.dtype, f"choose one of {', '.join(DTYPES)}")
@@ -122,6 +137,31 @@ class TrainConfig:
                        "data='gpu' keeps the dataset on the device and uses no loader workers or pinned memory")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise _bad("lr", self.lr, "use a positive learning rate")
+
+    @property
+    def order_seed(self) -> int:
+        """The seed of the initial weights and the batch order: ``init_seed``, or the data's ``seed``."""
+        return self.seed if self.init_seed is None else self.init_seed
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of training step ``step`` (0-based, warm-up steps included) under this schedule.
+
+            cfg = TrainConfig(lr=0.04, lr_warmup_steps=5, lr_decay="cosine", warmup_steps=3, steps=45)
+            [round(cfg.lr_at(i), 4) for i in (0, 4, 5, 47)]     # [0.008, 0.04, 0.04, 0.0]
+        """
+        total = self.warmup_steps + self.steps
+        if step < self.lr_warmup_steps:
+            return self.lr * (step + 1) / self.lr_warmup_steps
+        if self.lr_decay == "none":
+            return self.lr
+        span = max(1, total - 1 - self.lr_warmup_steps)  # the last step trains at zero: nothing is left to learn
+        done = min(1.0, (step - self.lr_warmup_steps) / span)
+        return self.lr * ((1 - done) if self.lr_decay == "linear" else 0.5 * (1 + math.cos(math.pi * done)))
+
+    @property
+    def scheduled(self) -> bool:
+        """Does the learning rate change over the run?"""
+        return self.lr_warmup_steps > 0 or self.lr_decay != "none"
 
     @classmethod
     def reference_baseline(cls, scale: env.Scale | None = None) -> "TrainConfig":
@@ -257,7 +297,7 @@ class Trainer:
         self.cfg = cfg
         self.device = torch.device(device) if device is not None else env.device()
         self.cuda = self.device.type == "cuda"
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.order_seed)
         torch.backends.cudnn.benchmark = cfg.cudnn_benchmark  # process-wide: every Trainer sets it from its config
         model = model if model is not None else ReferenceCNN(image_size=cfg.image_size)
         model = model.to(self.device)
@@ -294,7 +334,8 @@ class Trainer:
         if cfg.data == "gpu":
             images, labels = _synthetic(cfg.dataset_size, cfg.seed)
             loader = _data.GpuResidentLoader(
-                images, labels, batch_size=cfg.batch_size, image_size=cfg.image_size, device=self.device, seed=cfg.seed
+                images, labels, batch_size=cfg.batch_size, image_size=cfg.image_size, device=self.device,
+                seed=cfg.order_seed
             )
             return _cycle(lambda: iter(loader))
         if cfg.normalize_on_device:
@@ -308,7 +349,7 @@ class Trainer:
             dataset = _data.JpegFolder(_data.ensure_jpeg_folder(cfg.dataset_size, seed=cfg.seed), transform=transform)
         spec = LoaderSpec(cfg.batch_size, cfg.num_workers, cfg.pin_memory and self.cuda, cfg.persistent_workers,
                           cfg.prefetch_factor)
-        loader = make_loader(dataset, spec, seed=cfg.seed)  # warns if num_workers exceeds the usable cores
+        loader = make_loader(dataset, spec, seed=cfg.order_seed)  # warns if num_workers exceeds the usable cores
         return _cycle(lambda: iter(loader))
 
     # -- one step -----------------------------------------------------------------------------
@@ -365,6 +406,10 @@ class Trainer:
             images += x.shape[0]
         t4 = time.perf_counter()
         spot_s = self._run_spot_check(spot) if spot is not None else 0.0
+        if cfg.scheduled:
+            lr = cfg.lr_at(self.steps_done)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
         if self.scaler is not None:
             self.scaler.step(self.optimizer)
             self.scaler.update()

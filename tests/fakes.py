@@ -23,7 +23,7 @@ def tiny_challenge():
     from helpers.challenge.rules import Rules
     from helpers.train import TrainConfig
 
-    return (Rules(images=64, image_size=16, dataset_size=256, heldout=64),
+    return (Rules(images=64, image_size=16, dataset_size=256, heldout=64, size="tiny"),
             TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=16, dataset_size=256))
 
 

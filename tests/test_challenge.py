@@ -43,7 +43,7 @@ def test_fit_sets_the_steps_so_every_run_sees_the_same_images():
         TINY.fit(dataclasses.replace(FAST, batch_size=24))
 
 
-def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batch(monkeypatch):
+def test_a_small_gpu_gets_a_sixth_of_the_images_at_the_baselines_batch(monkeypatch):
     from helpers.challenge import ladder
     from helpers.challenge.rules import SIZES, size_class
 
@@ -54,7 +54,7 @@ def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batc
     monkeypatch.setattr(env, "gpu_memory_gib", lambda: None)  # full scale forced on a CPU: no crash, the full size
     assert size_class("full") == "gpu"
     large, small = Rules.at_scale("full", "gpu"), Rules.at_scale("full", "small-gpu")
-    assert (large.images, large.final_batch) == (24_576, 512) and (small.images, small.final_batch) == (4_096, 32)
+    assert (large.images, large.final_batch) == (24_576, 256) and (small.images, small.final_batch) == (4_096, 32)
     assert small.heldout == large.heldout and small.image_size == large.image_size == 224
     assert "4,096 training images" in small.describe() and "24 GiB or less" in small.describe()
     for rules in (large, small):
@@ -63,7 +63,7 @@ def test_a_small_gpu_gets_a_quarter_of_the_images_at_a_quarter_of_the_final_batc
         assert ref.batch_size == rules.final_batch and ref.warmup_steps + ref.steps == rules.images // rules.final_batch
         assert ref.lr == rules.final.final_lr
     big_rungs = {r.name: r for r in ladder.ladder("full", large)}
-    assert big_rungs["+ batch size"].adds == "batch 512 with the learning rate doubled to 0.02"
+    assert big_rungs["+ batch size"].adds == "batch 256 with the learning rate doubled to 0.02"
     assert not big_rungs["+ batch size"].left_out
     small_batch = next(r for r in ladder.ladder("full", small) if r.name == "+ batch size")
     assert "too few steps" in small_batch.left_out and small_batch.adds.endswith("kept")

@@ -356,6 +356,9 @@ class SpotCheck:
         self.precision, self.step, self.steps = precision, step, steps
         self.tolerance = TOLERANCES[precision]
         self.gap: float | None = None  # the share measured, once it ran
+        # the weights had diverged when it ran (the reference network's own logits are not finite on them): nothing
+        # to compare, and not a different function; the accuracy rule judges such a run
+        self.diverged = False
 
     def reference_logits(self, x: torch.Tensor) -> torch.Tensor:
         """The reference network's logits for ``x`` on the submission's weights now, in fp32 (TF32 off)."""
@@ -373,6 +376,9 @@ class SpotCheck:
             shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
             raise SpotCheckFailed(f"the training's forward returned {shape} where the reference network returns "
                                   f"{tuple(want.shape)}")
+        if not bool(torch.isfinite(want).all()):
+            self.diverged = True
+            return math.nan, math.nan
         return _logits_gap(logits, want)
 
     def __call__(self, step: int, x: torch.Tensor, logits: torch.Tensor) -> None:
@@ -381,6 +387,8 @@ class SpotCheck:
             diff, self.gap = self.measure(x, logits)
         except SpotCheckFailed as e:
             raise SpotCheckFailed(f"the spot check at training step {step}{of}: {e}") from None
+        if self.diverged:
+            return
         if not self.gap <= self.tolerance.logits:
             raise SpotCheckFailed(
                 f"the spot check at training step {step}{of}: the logits the training computed differ from the "

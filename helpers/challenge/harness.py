@@ -40,10 +40,11 @@ from .. import bench, env, leaderboard, profiling, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
-from .accuracy import accuracy_margin, heldout_accuracy
+from .accuracy import accuracy_check, heldout_accuracy
 from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
     spot_precision
 from .rules import Rules
+from .start import start_model
 
 __all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
 
@@ -177,8 +178,7 @@ class Verdict:
 
 
 def _reference_model(rules: Rules) -> nn.Module:
-    torch.manual_seed(rules.seed)  # the weights every run starts from (Trainer seeds the same way)
-    return ReferenceCNN(image_size=rules.image_size)
+    return start_model(rules)  # the weights every run starts from (at smoke scale a warm start: .start)
 
 
 def _judging_draws(steps: int) -> tuple[int, int]:
@@ -309,14 +309,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
                              f"it trained on {seen:,} images; every run trains on {rules.images:,}")
     if stop is not None:  # trained, then failed in the held-out evaluation
         checks["accuracy_not_worse"] = checks.pop("accuracy_not_worse")  # after images_seen, as in every verdict
-    elif baseline is None:
-        checks["accuracy_not_worse"] = (True, f"this is the baseline ({accuracy:.1%})")
     else:
-        margin = accuracy_margin(baseline.accuracy, rules.heldout)
-        ok = accuracy >= baseline.accuracy - margin
-        checks["accuracy_not_worse"] = (ok, f"held-out accuracy {accuracy:.1%} against the baseline's "
-                                        f"{baseline.accuracy:.1%} (chance moves it by up to {margin:.1%} on "
-                                        f"{rules.heldout:,} images)")
+        checks["accuracy_not_worse"] = accuracy_check(accuracy, rules, baseline)
     mfu = 100 * result.img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
     on_gpu = steady.source == "nvml"
     return Verdict(

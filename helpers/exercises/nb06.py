@@ -39,8 +39,9 @@ def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) ->
     base = baseline.config
     fast = dataclasses.replace(base, data="gpu", sync_each_step=False, item_each_step=False, dtype="bf16",
                                channels_last=True, cudnn_benchmark=True, warmup_steps=5)
-    # 16× the baseline's batch; on a small GPU batch 512 does not fit in its memory: there the batch stays its own
-    big = session.rules.final_batch if session.rules.size == "small-gpu" else 16 * base.batch_size
+    # 16× the baseline's batch; on a small GPU batch 512 does not fit in its memory, and at smoke scale it would be
+    # the whole run in one step: there the batch is the reference solution's
+    big = session.rules.final_batch if session.rules.size in ("small-gpu", "smoke") else 16 * base.batch_size
     fitted = session.rules.fit(fast)
     half = dataclasses.replace(fitted, steps=max(1, (fitted.steps + fitted.warmup_steps) // 2 - fitted.warmup_steps))
     subs = [

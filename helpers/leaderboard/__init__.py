@@ -31,8 +31,9 @@ with them), figures that contradict each other, duplicate rows, junk names and n
 not protect against a learner who reads the key file (it sits beside the database, readable by its owner), calls
 the sealing function, edits the harness in their own copy, edits a verdict's accuracy or checks in Python before
 ``verdict.entry``, builds a fake training record to match, or edits the SQLite file directly: the seal is an
-honesty check within one copy of the course, not a security boundary. To judge a class, run each submission in a
-process of its own with the database and its key where learners cannot read them.
+honesty check within one copy of the course, not a security boundary. To judge a class, run
+``python -m helpers.challenge.classroom FOLDER``: each submission in a process of its own, the entries sealed
+outside it, and any change a submission makes to the database or its key undone and refused.
 
 **The package.** One job a module, each importing only the ones before it: :mod:`.entry` (what an entry is and
 every check of its content), :mod:`.seal` (where the database and its key lie; the seal), :mod:`.store` (the SQLite
