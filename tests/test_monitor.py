@@ -34,7 +34,7 @@ def test_samples_every_nvml_field_in_the_background(fake_nvml):
     assert s.source == "nvml" and 10 <= s.mean_util_pct <= 70
     assert s.peak_used_gib == pytest.approx(2.0) and s.mem_total_gib == 80
     # Each memory figure carries its own name: NVML's used memory is not PyTorch's allocated memory.
-    assert "GPU memory used (NVML) peak 2.00 GiB, PyTorch allocated n/a at the highest sample" in str(s)
+    assert "GPU memory used (NVML) peak 2.00 GiB, PyTorch allocated not sampled" in str(s)
     assert "peak memory" not in str(s) and "allocated peak" not in str(s)  # the exact peak is the training summary's
     assert s.mean_power_w == pytest.approx(250.0)
     assert s.mean_sm_active_pct is None  # no GPM on this fake

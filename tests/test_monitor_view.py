@@ -22,7 +22,7 @@ def _record(source="nvml", n=20, devices=(0,)):
 def test_static_figure_has_four_panels_with_data_and_phase_bands():
     fig = monitor_view.build_figure(_record())
     names = [t.name for t in fig.data]
-    assert "NVML utilisation" in names and "SM activity (GPM)" in names and "img/s per step" in names
+    assert "NVML utilisation" in names and "SM activity (GPM)" in names and monitor_view.THROUGHPUT in names
     util = next(t for t in fig.data if t.name == "NVML utilisation")
     assert len(util.x) == 20
     assert len(fig.layout.shapes) == 2  # one shaded band per phase, the open one drawn to the end
@@ -72,10 +72,60 @@ def test_the_static_figure_shows_only_panels_with_data_and_is_named_by_what_it_w
         assert fig.layout.legend.y * (fig.layout.height - 110) == pytest.approx(-60)
 
 
-def test_two_runs_overlaid():
-    fig = monitor_view.compare_figure(_record(), _record("host"), labels=("slow", "fast"))
-    names = [t.name for t in fig.data]
-    assert "slow: utilisation" in names and "fast: utilisation" in names and "fast: img/s" in names
+def test_two_runs_side_by_side_each_on_its_own_time_axis():
+    """06's "Before and after" (one H100): a 5 s run drawn on the time axis of a 60 s one was squeezed into its
+    first tenth. Each run now has its own column and time axis."""
+    from helpers import figure_check
+
+    long, short = _record(n=240), _record("host", n=20)
+    fig = monitor_view.compare_figure(long, short, labels=("slow", "fast"))
+    assert [a.text for a in fig.layout.annotations][:2] == ["slow", "fast"]
+    names = {t.name for t in fig.data}
+    assert {"GPU utilisation (NVML)", "CPU utilisation", monitor_view.THROUGHPUT} <= names
+    by_axis = {}
+    for t in fig.data:
+        by_axis.setdefault(t.xaxis, []).extend(t.x)
+    assert max(by_axis["x2"]) < 5 < max(by_axis["x"]) and max(by_axis["x4"]) < 5 < max(by_axis["x3"])
+    assert fig.layout.xaxis.matches == "x3" and fig.layout.xaxis2.matches == "x4"  # not one axis for both runs
+    assert fig.layout.xaxis3.matches is None and fig.layout.xaxis4.matches is None
+    assert tuple(fig.layout.yaxis.range) == tuple(fig.layout.yaxis2.range) == (0, 105)
+    assert fig.layout.yaxis3.rangemode == fig.layout.yaxis4.rangemode == "tozero"
+    assert figure_check.problems(fig) == []
+
+
+def test_throughput_is_images_over_a_window_not_one_steps_host_time():
+    """A monitor on one H100 showed spikes far above the GPU's ceiling: steps whose host time was a fraction of a
+    millisecond (an asynchronous step returns before its kernels run) gave images / step_ms of millions of img/s.
+    The line now shows images over the last second of wall time: it cannot exceed what was trained."""
+    from helpers.monitor import rolling_img_per_s
+
+    steps = []
+    for i in range(200):  # 512 images every 25 ms (20,480 img/s), each step timed 0.05 ms on the host
+        steps.append({"t_s": 1.0 + i * 0.025, "step": i, "images": 512, "step_ms": 0.05, "img_per_s": 512 / 5e-5})
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples, steps=steps)
+    ts, ips = rolling_img_per_s(rec.steps)
+    assert len(ts) == 199 and ts[0] == steps[1]["t_s"]
+    assert max(ips) == pytest.approx(20480) and min(ips) == pytest.approx(20480)
+    for fig in (monitor_view.build_figure(rec), monitor_view.compare_figure(rec, rec)):
+        line = next(t for t in fig.data if t.name == monitor_view.THROUGHPUT)
+        assert max(line.y) == pytest.approx(20480, rel=1e-6)
+    # a pause of 3 s (an evaluation) shows as the rate it was, not as a spike after it
+    steps += [{"t_s": 9.0 + i * 0.025, "step": 200 + i, "images": 512, "step_ms": 0.05} for i in range(100)]
+    ts, ips = rolling_img_per_s(steps)
+    assert max(ips) == pytest.approx(20480) and min(ips) < 1000
+    # the live view adds steps a few at a time and draws the same line
+    cols = monitor_view._Columns(rec)
+    for k in range(0, len(steps), 7):
+        cols.add([], steps[k:k + 7])
+    assert cols.cols[-1][1] == pytest.approx(ips)
+
+
+def test_the_summary_line_has_no_empty_cells():
+    """00's monitor (matmuls, no training steps) printed '| n/a |' for the throughput it never counted."""
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples)
+    text = str(rec.summary())
+    assert "n/a" not in text and "img/s" not in text and text.count("|") == 2
+    assert "img/s" in str(_record().summary())
 
 
 def test_live_view_batches_redraws_and_finishes_with_a_static_figure(fake_nvml, monkeypatch, capsys):
@@ -148,8 +198,9 @@ def test_power_and_clock_axes_start_at_zero_in_whole_units():
     """A steady SM clock (1,980 MHz) filled its axis with ticks a fraction of a MHz apart on one H100."""
     fig = monitor_view.build_figure(_record())
     axes = [fig.layout[k] for k in fig.layout if k.startswith("yaxis")]
-    clock_axes = [a for a in axes if a.rangemode == "tozero"]
-    assert len(clock_axes) == 2 and all(a.tickformat == ",.0f" for a in clock_axes)  # power (W) and clock (MHz)
+    clock_axes = [a for a in axes if a.tickformat == ",.0f"]
+    assert len(clock_axes) == 2 and all(a.rangemode == "tozero" for a in clock_axes)  # power (W) and clock (MHz)
+    assert fig.layout.yaxis5.rangemode == "tozero"  # throughput too: a steady rate is not a flat line at the top
 
 
 def test_the_x_axis_shows_the_span_the_phase_labels_were_planned_on():

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import bench, env, results, svg, tables
 from ..inference import ServingSweep
-from ..monitor import MonitorRecord
+from ..monitor import ROLLING_S, MonitorRecord, rolling_img_per_s
 from ..roofline import attainable_tflops, ridge_intensity
 from .harness import Session, Submission, Verdict, readable_table
 from .step_roofline import StepKernels
@@ -180,12 +180,12 @@ def _monitor_series(rec: MonitorRecord, label: str, dashed: bool) -> tuple[list[
     util = [(s["t_s"], s[key]) for s in rec.samples if s.get(key) is not None and s.get("gpu") == dev]
     sm = [(s["t_s"], s["sm_active_pct"]) for s in rec.samples if s.get("sm_active_pct") is not None
           and s.get("gpu") == dev]
-    steps = [(s["t_s"], s["img_per_s"]) for s in rec.steps if s.get("img_per_s") is not None]
+    ts, ips = rolling_img_per_s(rec.steps)  # not one step's images over its host time: that spikes
     what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
     lines = [svg.Series(f"{label}: {what}", [t for t, _ in util], [v for _, v in util], dashed=dashed)]
     if sm:
         lines.append(svg.Series(f"{label}: SM activity (GPM)", [t for t, _ in sm], [v for _, v in sm], dashed=dashed))
-    return lines, [svg.Series(f"{label}: img/s", [t for t, _ in steps], [v for _, v in steps], dashed=dashed)]
+    return lines, [svg.Series(f"{label}: img/s", ts, ips, dashed=dashed)]
 
 
 def _baseline_analysis(base: Verdict, session: Session) -> str:
@@ -258,7 +258,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
     util_f, ips_f = _monitor_series(final.monitor, final.name, False)
     parts.append(svg.line_chart(util_b + util_f, title="Utilisation while training (each run from its own start)",
                                 x_label="seconds since the run started", y_label="%", y_min=0))
-    parts.append(svg.line_chart(ips_b + ips_f, title="Throughput per step", x_label="seconds since the run started",
+    parts.append(svg.line_chart(ips_b + ips_f, title=f"Throughput: images over the last {ROLLING_S:g} s",
+                                x_label="seconds since the run started",
                                 y_label="img/s", y_log=True))
     for v in (base, final):
         if v.profile is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .telemetry import SLOWDOWN_BITS
 
-__all__ = ["MonitorRecord", "MonitorSummary", "load_record"]
+__all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s", "RollingRate", "ROLLING_S"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,26 +47,67 @@ class MonitorSummary:
 
     def __str__(self) -> str:
         def pct(v):
-            return "n/a" if v is None else f"{v:.0f}%"
+            return "not measured" if v is None else f"{v:.0f}%"
 
         if self.source == "nvml":
             head = f"GPU utilisation (NVML) {pct(self.mean_util_pct)}, SM activity (GPM) {pct(self.mean_sm_active_pct)}"
         else:
             head = f"CPU utilisation {pct(self.mean_util_pct)} (no NVML: host telemetry)"
-        thr = "n/a" if self.img_per_s is None else f"{self.img_per_s:,.0f} img/s"
-        return f"{head} | {self.memory_text()} | {thr} | {self.duration_s:.1f} s, {self.samples} samples"
+        thr = "" if self.img_per_s is None else f" | {self.img_per_s:,.0f} img/s"  # no steps counted: no cell
+        return f"{head} | {self.memory_text()}{thr} | {self.duration_s:.1f} s, {self.samples} samples"
 
     def memory_text(self) -> str:
         """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated 2.02 GiB at the
         highest sample``. The allocator's exact peak is the training summary's (``TrainResult.peak_allocated_gib``):
         a sample every 250 ms can miss the moment of the peak, so the two differ and must not share a name."""
         def gib(v):
-            return "n/a" if v is None else f"{v:.2f} GiB"
+            return "not measured" if v is None else f"{v:.2f} GiB"
 
         if self.source != "nvml":
             return f"process memory (RSS) peak {gib(self.peak_used_gib)}"
-        return (f"GPU memory used (NVML) peak {gib(self.peak_used_gib)}, "
-                f"PyTorch allocated {gib(self.peak_allocated_gib)} at the highest sample")
+        alloc = ("PyTorch allocated not sampled" if self.peak_allocated_gib is None
+                 else f"PyTorch allocated {gib(self.peak_allocated_gib)} at the highest sample")
+        return f"GPU memory used (NVML) peak {gib(self.peak_used_gib)}, {alloc}"
+
+
+#: The window a monitor's throughput line is averaged over, in seconds (see :func:`rolling_img_per_s`).
+ROLLING_S = 1.0
+
+
+def rolling_img_per_s(steps: list[dict[str, Any]], window_s: float = ROLLING_S) -> tuple[list[float], list[float]]:
+    """(t_s, img/s) at each step from the second on: the images of the steps that ended in the last ``window_s``
+    seconds (at least the last step) over the wall time since the step before them::
+
+        ts, ips = rolling_img_per_s(rec.steps)       # the monitor's throughput line
+
+    Not a step's own ``images / step_ms``: where the loop times a step on the host, an asynchronous GPU step can
+    return in a fraction of a millisecond, and its "rate" spikes far above anything the GPU can do (one H100's
+    monitor showed spikes of millions of img/s beside a steady 20,000). Images over wall time cannot exceed
+    what was really trained."""
+    rate = RollingRate(window_s)
+    pts = [p for p in (rate.add(s["t_s"], s.get("images") or 0) for s in steps) if p is not None]
+    return [t for t, _ in pts], [v for _, v in pts]
+
+
+class RollingRate:
+    """:func:`rolling_img_per_s` one step at a time (a live plot adds the steps since its last redraw)."""
+
+    def __init__(self, window_s: float = ROLLING_S) -> None:
+        self.window_s = float(window_s)
+        self._t: list[float] = []
+        self._cum: list[float] = []
+
+    def add(self, t_s: float, images: float) -> tuple[float, float] | None:
+        """The step that ended at ``t_s``: (t_s, img/s over the window), or None for the first step."""
+        import bisect
+
+        self._t.append(float(t_s))
+        self._cum.append((self._cum[-1] if self._cum else 0.0) + float(images))
+        i = len(self._t) - 1
+        j = min(max(bisect.bisect_right(self._t, self._t[i] - self.window_s) - 1, 0), i - 1)  # before the window
+        if i == 0 or self._t[i] <= self._t[j]:
+            return None
+        return self._t[i], (self._cum[i] - self._cum[j]) / (self._t[i] - self._t[j])
 
 
 def _mean(values: list[float]) -> float | None:
@@ -122,7 +163,7 @@ class MonitorRecord:
         s = self.summary(phase=steady, unsupported=unsupported)
         what = "GPU utilisation (NVML)" if whole.source == "nvml" else "CPU utilisation"
         sm = "" if whole.mean_sm_active_pct is None else f", SM activity (GPM) {whole.mean_sm_active_pct:.0f}%"
-        util = "n/a" if whole.mean_util_pct is None else f"{whole.mean_util_pct:.0f}%"
+        util = "not measured" if whole.mean_util_pct is None else f"{whole.mean_util_pct:.0f}%"
         return (f"steady state (measured steps): {s}\n"
                 f"whole window, set-up included: {what} {util}{sm} over {whole.duration_s:.1f} s")
 

@@ -2,7 +2,9 @@
 
 Four panels on one time axis: utilisation beside SM activity; memory (NVML
 used, PyTorch allocated and reserved); power and SM clock; training
-throughput. Phases are shaded bands across all panels.
+throughput (images over the last second, not one step's images over its
+time: see :func:`~helpers.monitor.record.rolling_img_per_s`). Phases are
+shaded bands across all panels.
 
 The live widget (``plotly.graph_objects.FigureWidget``, which needs
 ``anywidget``) is redrawn at most ``refresh_hz`` times a second, in one
@@ -21,11 +23,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import figure_check
-from .record import MonitorRecord, MonitorSummary
+from .record import ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s
 
 __all__ = ["in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
 
 _PANELS = ("utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)", "throughput (img/s)")
+#: The throughput line's name: what it averages over.
+THROUGHPUT = f"img/s over the last {ROLLING_S:g} s"
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
 
 
@@ -109,9 +113,10 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
         )
         fig._monitor_traces.append(i)
     if every[-1] in rows:
-        fig.add_trace(go.Scatter(x=[], y=[], name="img/s per step", mode="lines+markers", marker=dict(size=3),
+        fig.add_trace(go.Scatter(x=[], y=[], name=THROUGHPUT, mode="lines+markers", marker=dict(size=3),
                                  line=dict(color="#000000")), row=rows[every[-1]], col=1)
         fig._monitor_traces.append(None)
+        fig.update_yaxes(rangemode="tozero", row=rows[every[-1]], col=1)
     fig.update_yaxes(range=[0, 105], row=1, col=1)
     if power in rows:  # from zero, in whole units: a steady clock (1,980 MHz) otherwise fills the axis with
         for secondary in (False, True):  # ticks a fraction of a MHz apart (1,980.633, 1,980.219, ...)
@@ -209,23 +214,37 @@ def default_title(record: MonitorRecord) -> str:
 
 def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("before", "after"),
                    title: str = "Before and after"):
-    """Two runs overlaid, each from its own start: utilisation, SM activity and img/s per step."""
+    """Two runs side by side, each on its own time axis from its own start (a short run beside a long one would be
+    squeezed into a corner of a shared axis): utilisation and SM activity above (0 to 100% in both columns), img/s
+    over the last second below, each run's from zero on its own scale (a run 20 times faster would flatten the
+    other's line)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=("utilisation (%)", "throughput (img/s)"))
-    for rec, label, dash in zip((before, after), labels, ("dot", "solid")):
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.16,
+                        column_titles=[str(label) for label in labels])
+    for col, rec in enumerate((before, after), start=1):
         key = "util_pct" if rec.source == "nvml" else "cpu_pct"
         dev = rec.devices[0] if rec.devices else None
-        for k, name in ((key, "utilisation"), ("sm_active_pct", "SM activity")):
+        what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
+        for k, name, color in ((key, what, _COLORS[0]), ("sm_active_pct", "SM activity (GPM)", _COLORS[1])):
             xs, ys = _xy(rec.samples, k, dev)
             if len(ys):
-                fig.add_trace(go.Scatter(x=xs, y=ys, name=f"{label}: {name}", line=dict(dash=dash)), row=1, col=1)
-        steps = [s for s in rec.steps if s.get("img_per_s") is not None]
-        fig.add_trace(go.Scatter(x=[s["t_s"] for s in steps], y=[s["img_per_s"] for s in steps],
-                                 name=f"{label}: img/s", line=dict(dash=dash)), row=2, col=1)
-    fig.update_layout(title=title, height=520)
-    fig.update_xaxes(title_text="seconds since each run started", row=2, col=1)
+                fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines",
+                                         showlegend=name not in {t.name for t in fig.data}, line=dict(color=color)),
+                              row=1, col=col)
+        xs, ys = rolling_img_per_s(rec.steps)
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=THROUGHPUT, legendgroup=THROUGHPUT, mode="lines+markers",
+                                 marker=dict(size=3), showlegend=col == 1, line=dict(color="#000000")),
+                      row=2, col=col)
+        fig.update_xaxes(title_text="seconds since the run started", row=2, col=col)
+        fig.update_xaxes(matches=f"x{col + 2}", row=1, col=col)  # one time axis per run, its two panels on it
+    fig.update_yaxes(range=[0, 105], row=1)
+    fig.update_yaxes(rangemode="tozero", row=2)
+    fig.update_yaxes(title_text="%", row=1, col=1)
+    fig.update_yaxes(title_text="img/s", row=2, col=1)
+    fig.update_layout(title=title, height=560, margin=dict(l=60, r=20, t=90, b=40),
+                      legend=dict(orientation="h", y=-0.18))
     return fig
 
 
@@ -236,6 +255,7 @@ class _Columns:
         self.specs = _trace_specs(record)
         self.cols: list[tuple[list[float], list[float]]] = [([], []) for _ in range(len(self.specs) + 1)]
         self.n_samples = self.n_steps = 0
+        self._rate = RollingRate()
 
     def add(self, samples: list[dict], steps: list[dict]) -> None:
         for s in samples:
@@ -247,9 +267,10 @@ class _Columns:
                     ys.append(v)
         xs, ys = self.cols[-1]
         for s in steps:
-            if s.get("img_per_s") is not None:
-                xs.append(s["t_s"])
-                ys.append(s["img_per_s"])
+            point = self._rate.add(s["t_s"], s.get("images") or 0)
+            if point is not None:
+                xs.append(point[0])
+                ys.append(point[1])
         self.n_samples += len(samples)
         self.n_steps += len(steps)
 
