@@ -7,6 +7,7 @@ axis stretches to hold it, squeezing every point against its edge::
     from helpers import figure_check
     figure_check.problems(fig)          # [] when every axis holds its data and every label lies near it
     figure_check.log_marker(fig, x=255, text="ridge 255 FLOP/byte")   # a dotted line and its label, placed right
+    figure_check.readable_log_axes(fig)  # log axes ticked 1, 2, 5, 10, 20 ... 10k: not plotly's bare "2" and "5"
 
 The notebook runs (the repository's conftest.py) fail a cell whose plotly figure has a problem, saying which.
 The bottom of the helpers' layers: it imports none of them.
@@ -18,7 +19,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "text_width", "legend_width", "label_rows", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
+__all__ = ["problems", "log_marker", "log_ticks", "readable_log_axes", "short_number", "text_width", "legend_width", "label_rows", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -55,6 +56,20 @@ def _values(trace: dict, letter: str) -> list[float]:
             out.append(f)
     return out
 
+
+def _bare_digits(layout: dict, key: str, axis: dict, decades: float) -> bool:
+    """Whether plotly's own ticks on this log axis, ``decades`` long, label the ticks between its powers of ten with
+    a bare digit ("10, 2, 5, 100"). Its autotick does so where a tick would span under 0.7 decades, over a decade or
+    more (over less it ticks evenly, labelled whole); it aims at a tick every 80 px across, every 40 px up."""
+    if axis.get("tickmode") == "array" or isinstance(axis.get("dtick"), (int, float)) or decades < 1:
+        return False
+    if axis.get("showticklabels", True) is False:
+        return False
+    width, height, m = _frame(layout)
+    dom = axis.get("domain") or [0, 1]
+    length = ((width - m["l"] - m["r"]) if key[0] == "x" else (height - m["t"] - m["b"])) * (dom[1] - dom[0])
+    ticks = min(max(length / (80 if key[0] == "x" else 40), 4), 9) + 1
+    return axis.get("nticks") is None and decades / ticks <= 0.7
 
 #: Beyond this power of ten a tick label is no longer a number a reader can use (and plotly's reach NaN×10^Infinity).
 MAX_DECADE = 15
@@ -169,6 +184,10 @@ def problems(fig: Any) -> list[str]:
         if rng and max(abs(rng[0]), abs(rng[1])) > MAX_DECADE:
             out.append(f"the log axis '{name}' runs to 10^{max(abs(rng[0]), abs(rng[1])):.3g}: its tick labels "
                        "turn to NaN and Infinity; set a range near the data")
+        if _bare_digits(layout, key, axis, rng[1] - rng[0] if rng else (hi - lo) * 1.1):
+            out.append(f"the log axis '{name}' spans {hi - lo:.2g} decades: plotly labels the ticks between its "
+                       "powers of ten with bare digits ('10, 2, 5, 100'); give it tickvals and ticktext "
+                       "(figure_check.readable_log_axes)")
     out += _placed_far(layout, axes, data)
     out += _cut_or_overlapping(d, layout, axes, data)
     return list(dict.fromkeys(out))
@@ -310,10 +329,68 @@ def _crowded_categories(d: dict, axes: dict, plot_w: float) -> list[str]:
     return out
 
 
+def short_number(v: float) -> str:
+    """A tick label a reader takes in at a glance: 0.5, 2, 500, 2k, 10k, 1.5M (not 1e4, not 10000)::
+
+        [short_number(v) for v in (0.02, 5, 2000, 1e4, 2.5e6)] == ["0.02", "5", "2k", "10k", "2.5M"]
+    """
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks for a log axis showing ``lo``…``hi`` (data values, not exponents), with readable labels: 1, 2, 5 in
+    every decade over up to three decades, powers of ten over more (every other one over more than eight)::
+
+        log_ticks(8, 300) == ([10, 20, 50, 100, 200], ["10", "20", "50", "100", "200"])
+    """
+    lo_e, hi_e = math.log10(lo), math.log10(hi)
+    span = hi_e - lo_e
+    steps = (1, 2, 5) if span <= 3 else (1,)
+    every = 2 if span > 8 else 1
+    vals = [float(m * 10.0 ** e) for e in range(math.floor(lo_e), math.ceil(hi_e) + 1) if e % every == 0
+            for m in steps]
+    vals = [v for v in vals if lo_e - 1e-9 <= math.log10(v) <= hi_e + 1e-9]
+    if len(vals) < 3:  # within a decade or so: evenly spaced round values, as plotly would draw them
+        step = 10 ** math.floor(math.log10((hi - lo) / 4))
+        step *= next(m for m in (1, 2, 5, 10) if (hi - lo) / (step * m) <= 6)
+        vals = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1) if k > 0]
+    return vals, [short_number(v) for v in vals]
+
+
+def readable_log_axes(fig: Any) -> Any:
+    """Give every log axis of ``fig`` ticks from :func:`log_ticks` over the span it shows (its range, else its
+    data's with plotly's padding), instead of plotly's, which label the ticks between powers of ten with a bare
+    digit ("10, 2, 5, 100") and large powers as 1e4. Call it once the traces are in. Returns ``fig``."""
+    d = _as_dict(fig)
+    data: dict[str, list[float]] = {}
+    for trace in d.get("data", []):
+        for letter in ("x", "y"):
+            data.setdefault(_axis_key(trace.get(f"{letter}axis", letter)), []).extend(_values(trace, letter))
+    for key, axis in d.get("layout", {}).items():
+        if not (re.fullmatch(r"[xy]axis\d*", key) and isinstance(axis, dict) and axis.get("type") == "log"):
+            continue
+        rng = axis.get("range")
+        if rng and all(isinstance(v, (int, float)) for v in rng):
+            lo, hi = 10 ** min(rng), 10 ** max(rng)
+        else:
+            positive = [v for v in data.get(key, []) if v > 0]
+            if not positive:
+                continue
+            pad = 0.05 * max(math.log10(max(positive) / min(positive)), 0.5)  # near plotly's own padding
+            lo, hi = min(positive) / 10 ** pad, max(positive) * 10 ** pad
+        vals, text = log_ticks(lo, hi)
+        fig.update_layout({key: dict(tickmode="array", tickvals=vals, ticktext=text)})
+    return fig
+
+
 def log_marker(fig: Any, *, x: float | None = None, y: float | None = None, text: str, row: int | None = None,
-               col: int | None = None, dash: str = "dot") -> Any:
+               col: int | None = None, dash: str = "dot", side: str = "right") -> Any:
     """A dotted line at data value ``x`` (vertical) or ``y`` (horizontal) with its label, right on a log axis too
-    (there the label's coordinate is the value's log10). Set the axes' types first. Returns ``fig``."""
+    (there the label's coordinate is the value's log10). Set the axes' types first. ``side``: a vertical line's
+    label to the ``"right"`` of it or the ``"left"`` (near the plot's right edge). Returns ``fig``."""
     if (x is None) == (y is None):
         raise ValueError("log_marker: give x (a vertical line) or y (a horizontal one), not both.")
     sub = {"row": row, "col": col} if row is not None else {}
@@ -324,7 +401,7 @@ def log_marker(fig: Any, *, x: float | None = None, y: float | None = None, text
     if x is not None:
         fig.add_vline(x=x, line_dash=dash, **sub)
         fig.add_annotation(x=math.log10(x) if xaxis.type == "log" else x, xref=xref, y=1, yref=f"{yref} domain",
-                           text=text, showarrow=False, xanchor="left", yanchor="top")
+                           text=text, showarrow=False, xanchor="left" if side == "right" else "right", yanchor="top")
     else:
         fig.add_hline(y=y, line_dash=dash, **sub)
         fig.add_annotation(y=math.log10(y) if yaxis.type == "log" else y, yref=yref, x=1, xref=f"{xref} domain",

@@ -180,6 +180,7 @@ class ServingSweep:
         fig.update_yaxes(type="log")
         fig.update_yaxes(title_text="ms", row=1, col=1)
         fig.update_yaxes(title_text="img/s", row=1, col=2)
+        figure_check.readable_log_axes(fig)  # 1, 2, 5, 10 ... 10k, not plotly's bare "2" and "5"
         if p99_target_ms is not None:  # its label at the target's log10: on a log axis a label's y is an exponent
             figure_check.log_marker(fig, y=p99_target_ms, text=f"target {p99_target_ms:g} ms", row=1, col=1)
         fig.update_layout(title=f"Serving the reference network at {self.image_size}²<br><sup>{self.device}</sup>", height=420)

@@ -24,8 +24,13 @@ from torch import nn
 from . import bench, env, figure_check
 from .bench import Ceilings
 
-__all__ = ["RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
+__all__ = ["KIND_COLORS", "RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
            "roofline_figure", "conv_layouts"]
+
+
+#: One colour per kind of op, on every roofline (03's ops, 06's step): a kind keeps its colour from one to the next.
+KIND_COLORS = {"convolution": "#1f77b4", "GEMM": "#d62728", "elementwise": "#2ca02c", "pooling": "#ff7f0e"}
+_MORE_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]  # kinds not in the map, in order of name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,14 +146,21 @@ def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFra
     return pd.DataFrame(rows)
 
 
+def _ridge_side(ridge: tuple[float, str], x_span: tuple[float, float], width: float = 440.0) -> str:
+    """Which side of its line the ridge's label goes: the right, unless it would run past the plot's right edge."""
+    a, b = math.log10(x_span[0]), math.log10(x_span[1])
+    x = (math.log10(ridge[0]) - a) / ((b - a) or 1.0) * width
+    return "right" if x + figure_check.text_width(ridge[1], 12) + 4 <= width else "left"
+
+
 def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[float, float],
             y_span: tuple[float, float], ridge: tuple[float, str] | None = None, width: float = 440.0,
             height: float = 300.0) -> dict[int, tuple[str, str]]:
     """Each point's label and where it goes (plotly's ``textposition``), so that no two are drawn over one another.
     Points that land on one another (the same layer repeated: relu·1, relu·2) share one label on the first of them;
     a label goes above its point where there is room, else below, right or left, and clear of the ridge's label
-    (``ridge``: its intensity and text, at the top of the plot). Estimated on the plot area of a 700 × 480 figure
-    with its legend, the smallest it is drawn."""
+    (``ridge``: its intensity and text, in the head room at the top of the plot, right of the ridge's line).
+    Estimated on the plot area of a 700 × 480 figure with its legend, the smallest it is drawn."""
     def px(v: float, span: tuple[float, float], size: float) -> float:
         a, b = math.log10(max(span[0], 1e-30)), math.log10(max(span[1], 1e-30))
         return (math.log10(max(v, 1e-30)) - a) / ((b - a) or 1.0) * size
@@ -162,12 +174,11 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
             near.append(p)
         else:
             groups.append([p])
-    # every marker is taken, and so is the ridge's label (log_marker draws it from the line's top, to the right;
-    # the band above it too, where plotly's padding puts the highest points' labels)
+    # every marker is taken, and so is the ridge's label (log_marker draws it from the line's top, to the right)
     taken = [(x - 6, x + 6, y - 6, y + 6) for x, y in at.values()]
     if ridge is not None:
-        x = px(ridge[0], x_span, width)
-        taken.append((x, x + figure_check.text_width(ridge[1], 12), -30.0, 16.0))
+        x, w = px(ridge[0], x_span, width), figure_check.text_width(ridge[1], 12) + 4
+        taken.append((x, x + w, -2.0, 16.0) if _ridge_side(ridge, x_span, width) == "right" else (x - w, x, -2.0, 16.0))
     out = {id(p): ("", "top center") for p in points}
     for g in groups:
         name = ", ".join(p.name for p in g)
@@ -184,8 +195,8 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
 
         def clashes(pos: str) -> int:
             l, r, t, b = boxes[pos]
-            outside = l < 0 or r > width or t < -12 or b > height + 12  # plotly clips a point's text to the axes
-            return 2 * outside + sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
+            outside = l < -4 or r > width + 4 or t < -2 or b > height + 2  # into the axes' ticks or the legend
+            return 3 * outside + sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
 
         pos = min(boxes, key=clashes)  # the first free place, else the one that covers the fewest
         taken.append(boxes[pos])
@@ -198,8 +209,8 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     import plotly.graph_objects as go
 
     ridge = ridge_intensity(ceil)
-    lo = min([p.intensity for p in points] + [ridge]) / 4
-    hi = max([p.intensity for p in points] + [ridge]) * 4
+    lo = min([p.intensity for p in points] + [ridge]) / 6
+    hi = max([p.intensity for p in points] + [ridge]) * 6
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     # a CPU's roof is a fraction of a TFLOP/s: there the axis reads in GFLOP/s
     k, unit = (1.0, "TFLOP/s") if ceil.matmul_tflops >= 1 else (1e3, "GFLOP/s")
@@ -207,16 +218,24 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     fig.add_trace(go.Scatter(x=xs, y=[k * attainable_tflops(x, ceil) for x in xs], mode="lines", name="roof",
                              line=dict(color="black"),
                              hovertemplate=f"%{{x:.3g}} FLOP/byte → at most %{{y:.3g}} {unit}<extra>roof</extra>"))
-    kinds = sorted({p.kind for p in points})
+    kinds = sorted({p.kind for p in points}, key=lambda kd: (kd not in KIND_COLORS, list(KIND_COLORS).index(kd)
+                                                                if kd in KIND_COLORS else 0, kd))
+    more = iter(_MORE_COLORS * len(kinds))
+    colors = {kd: KIND_COLORS.get(kd) or next(more) for kd in kinds}
     ys = {id(p): k * (p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil)) for p in points}
+    # the y axis: from below the lowest point to the flat roof and head room above it, where the ridge's label
+    # goes (drawn from the top down, it lay on the flat roof)
+    y_lo = min([*ys.values(), k * attainable_tflops(lo, ceil)]) / 2
+    y_hi = max([*ys.values(), k * ceil.matmul_tflops])
+    y_hi *= (y_hi / y_lo) ** 0.12
     ridge_text = f"ridge {ridge:.0f} FLOP/byte"
-    labels = _labels(points, ys, x_span=(lo, hi), ridge=(ridge, ridge_text),
-                     y_span=(min([*ys.values(), k * attainable_tflops(lo, ceil)]), max([*ys.values(), k * ceil.matmul_tflops])))
+    labels = _labels(points, ys, x_span=(lo, hi), ridge=(ridge, ridge_text), y_span=(y_lo, y_hi))
     for kind in kinds:
         pts = [p for p in points if p.kind == kind]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in pts], y=[ys[id(p)] for p in pts], mode="markers+text", name=kind,
-            text=[labels[id(p)][0] for p in pts], textposition=[labels[id(p)][1] for p in pts], marker=dict(size=10),
+            text=[labels[id(p)][0] for p in pts], textposition=[labels[id(p)][1] for p in pts],
+            marker=dict(size=10, color=colors[kind]), cliponaxis=False,  # a label near an edge is not cut off
             hovertext=[f"{p.name}: {p.intensity:.3g} FLOP/byte, "
                        + (f"{k * p.achieved_tflops:.3g} {unit} = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
@@ -224,10 +243,12 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     fig.update_layout(
         title=title or f"Roofline of {ceil.device_name}<br><sup>{ceil.matmul_rate} ({ceil.matmul_dtype} matmul), "
                        f"{ceil.copy_gb_per_s:,.0f} GB/s (copy), both measured here</sup>",
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)"),
-        yaxis=dict(type="log", title=unit), height=480)
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)",
+                   range=[math.log10(lo), math.log10(hi)]),
+        yaxis=dict(type="log", title=unit, range=[math.log10(y_lo), math.log10(y_hi)]), height=480)
+    figure_check.readable_log_axes(fig)  # 0.1, 1, 10 ... 1k, not plotly's bare "2" and "5"
     # on a log axis a label's coordinate is an exponent: log_marker places the ridge's label at its log10
-    figure_check.log_marker(fig, x=ridge, text=ridge_text)
+    figure_check.log_marker(fig, x=ridge, text=ridge_text, side=_ridge_side((ridge, ridge_text), (lo, hi)))
     return fig
 
 

@@ -67,7 +67,9 @@ class _Scale:
 def _num(v: float) -> str:
     if v == 0:
         return "0"
-    if abs(v) >= 1e4 or abs(v) < 1e-2:
+    if abs(v) >= 1e4:  # 10k, 20k, 1M: not 1e4
+        return figure_check.short_number(v)
+    if abs(v) < 1e-2:
         return f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-")
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
 

@@ -16,6 +16,7 @@ from helpers.inference import LatencyPoint, ServingSweep
 def test_a_label_placed_at_its_value_on_a_log_axis_is_caught():
     fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[1, 2, 3]))
     fig.update_xaxes(type="log", title_text="FLOP/byte")
+    figure_check.readable_log_axes(fig)
     fig.add_vline(x=255, annotation_text="ridge")  # the mistake every roofline made
     found = figure_check.problems(fig)
     assert len(found) == 1 and "'ridge' on the log axis 'FLOP/byte' sits at x=255" in found[0]
@@ -25,6 +26,7 @@ def test_a_label_placed_at_its_value_on_a_log_axis_is_caught():
 def test_log_marker_places_its_label_at_the_log_of_the_value():
     fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[1, 2, 3]))
     fig.update_xaxes(type="log")
+    figure_check.readable_log_axes(fig)
     figure_check.log_marker(fig, x=255, text="ridge")
     (ann,) = fig.layout.annotations
     assert math.isclose(ann.x, math.log10(255)) and ann.yref == "y domain"
@@ -40,6 +42,53 @@ def test_an_explicit_range_that_leaves_data_out_is_caught():
     fig = go.Figure(go.Scatter(x=[1, 10, 1000], y=[1, 2, 3]))
     fig.update_xaxes(type="log", range=[0, 2])
     assert "shows 10^0…10^2 but its data run 10^0…10^3" in figure_check.problems(fig)[0]
+
+
+def test_a_log_axis_with_plotlys_bare_digit_ticks_is_caught_and_readable_ticks_fix_it():
+    """03's attention chart, 04's largest batch, 06's serving chart: over a few decades plotly labels the ticks
+    between powers of ten with a bare digit, and a reader saw "10, 2, 5, 100, 2, 5". The check names the axis;
+    readable_log_axes ticks it 1, 2, 5, 10, 20 ... 10k."""
+    fig = go.Figure(go.Scatter(x=[1, 8, 64, 512], y=[3, 30, 300, 3000]))
+    fig.update_xaxes(type="log", title_text="batch size")
+    found = figure_check.problems(fig)
+    assert len(found) == 1 and "'batch size'" in found[0] and "bare digits" in found[0]
+    figure_check.readable_log_axes(fig)
+    assert figure_check.problems(fig) == []
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "5", "10", "20", "50", "100", "200", "500"]
+    # a few decades: 1, 2, 5 in each; many: powers of ten, read as 10k, not 1e4
+    assert figure_check.log_ticks(8, 300)[1] == ["10", "20", "50", "100", "200"]
+    assert figure_check.log_ticks(0.1, 2e5)[1] == ["0.1", "1", "10", "100", "1k", "10k", "100k"]
+    assert figure_check.log_ticks(1800, 2500)[1] == ["1.8k", "2k", "2.2k", "2.4k"]  # within a decade: evenly
+    # many decades on a long axis: plotly labels only powers of ten, nothing to fix
+    wide = go.Figure(go.Scatter(x=[1e-3, 1e9], y=[1, 2]))
+    wide.update_xaxes(type="log")
+    assert figure_check.problems(wide) == []
+    # an axis under a decade is ticked evenly by plotly, with whole labels
+    narrow = go.Figure(go.Scatter(x=[1, 2], y=[1, 2]))
+    narrow.update_xaxes(type="log")
+    assert figure_check.problems(narrow) == []
+
+
+def test_every_log_chart_the_helpers_draw_has_readable_ticks():
+    from helpers.kernels.attention import sweep_figure
+    from helpers.memory.search import BatchSearch, Trial, search_figure
+    import pandas as pd
+
+    df = pd.DataFrame({"seq_len": [256, 512, 1024, 2048, 4096], "naive ms": [0.2, 0.6, 2.1, 8.0, 31.0],
+                       "SDPA ms": [0.1, 0.2, 0.5, 1.6, 5.8], "naive peak GiB": [0.01, 0.05, 0.2, 0.8, 3.1],
+                       "SDPA peak GiB": [0.01, 0.02, 0.03, 0.06, 0.1], "naive saved MiB": [None] * 5,
+                       "SDPA saved MiB": [None] * 5, "SDPA kernel": ["flash"] * 5})
+    serving = ServingSweep(points=tuple(LatencyPoint(v, "bf16", b, 0.5 + b / 100, 0.6 + b / 90, 0.55 + b / 95, 100, 0.0)
+                                        for v in ("eager", "compiled") for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)),
+                           skipped={}, image_size=224, device="H100")
+    search = BatchSearch("bf16", tuple(Trial(b, b <= 512, b / 400 if b <= 512 else None, 900.0 + b if b <= 512 else None)
+                                       for b in (8, 16, 32, 64, 128, 256, 512, 1024)), budget_gib=1.6)
+    for fig in (sweep_figure(df), serving.figure(p99_target_ms=5), search_figure([search])):
+        logs = [fig.layout[k] for k in fig.layout if k[1:5] == "axis" and fig.layout[k].type == "log"]
+        assert logs and all(a.tickmode == "array" for a in logs)
+        assert all(v >= 10 ** 3.9 or "e" not in t for a in logs for v, t in zip(a.tickvals, a.ticktext))  # 10k
+        assert figure_check.problems(fig) == []
+    assert "10k" in serving.figure().layout.yaxis2.ticktext
 
 
 def test_the_roofline_and_the_serving_chart_hold_their_data():
@@ -214,3 +263,32 @@ def test_category_tick_labels_wider_than_their_slot_are_caught_and_broken_ones_p
     angled = go.Figure(go.Bar(x=names, y=list(range(7))))
     angled.update_layout(width=500, xaxis_tickangle=-45)
     assert figure_check.problems(angled) == []
+
+
+def test_rooflines_keep_one_colour_per_kind_and_the_ridges_label_clear_of_the_roof():
+    """03's roofline drew GEMM red and 06's step roofline drew its convolutions red; the ridge's label hung from the
+    plot's top onto the flat roof, and ran into the legend where the ridge sat near the right edge (06)."""
+    from helpers.challenge import step_roofline
+
+    ceil = Ceilings("NVIDIA H100 80GB HBM3", 620.0, "bf16", 8192, 2600.0, 2**30)
+    ops = [roofline.RooflinePoint("conv1", 2e12, 2e10, "convolution", 0.9),
+           roofline.RooflinePoint("fc1", 2e9, 1.2e7, "GEMM", 0.05),
+           roofline.RooflinePoint("given: add", 2**26, 3 * 2**27, "elementwise", 0.16),
+           roofline.RooflinePoint("pool·1", 2e9, 2.5e9, "pooling", 0.3)]
+    step = [roofline.RooflinePoint(g, f, b, step_roofline._KIND[g], ms) for g, f, b, ms in (
+        ("convolutions", 3e12, 4e9, 12.0), ("fully connected (GEMM)", 2e10, 1e8, 0.3),
+        ("fused pool forward", 2e9, 3e9, 1.5), ("fused pool backward", 3e9, 5e9, 2.5))]
+    colours = {}
+    for fig in (roofline.roofline_figure(ops, ceil), roofline.roofline_figure(step, ceil)):
+        assert figure_check.problems(fig) == []
+        for t in fig.data[1:]:
+            assert colours.setdefault(t.name, t.marker.color) == t.marker.color == roofline.KIND_COLORS[t.name]
+            assert t.cliponaxis is False  # a label near the plot's edge is drawn whole
+        (ridge,) = fig.layout.annotations
+        assert ridge.yref == "y domain" and ridge.y == 1 and ridge.yanchor == "top"
+        lo, hi = fig.layout.yaxis.range
+        roof_top = math.log10(max(fig.data[0].y))
+        assert (hi - roof_top) / (hi - lo) * 300 >= 14  # head room above the flat roof for the label's line
+    assert set(colours) == {"convolution", "GEMM", "elementwise", "pooling"}
+    near_edge = roofline.roofline_figure(step, ceil)  # the ridge 1.4 decades from the right edge: label to its left
+    assert near_edge.layout.annotations[0].xanchor == "right"

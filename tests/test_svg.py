@@ -40,6 +40,11 @@ def test_log_axes_tick_at_round_values():
     assert {"1", "10", "100"} <= ticks  # powers of ten
     root = _parse(svg.line_chart([svg.Series("p", [1, 8], [1, 2])], title="t", x_label="b", y_label="ms", x_log=True))
     assert {"1", "2", "5"} <= {t.text for t in root.iter(f"{NS}text")}  # under three decades: 2× and 5× too
+    # the report's throughput (img/s): large ticks read 10k, 20k, not 1e4 and 2e4
+    root = _parse(svg.line_chart([svg.Series("img/s", [0, 1, 2], [800, 9000, 21000])], title="t", x_label="s",
+                                 y_label="img/s", y_log=True))
+    ticks = {t.text for t in root.iter(f"{NS}text")}
+    assert {"1,000", "10k", "20k"} <= ticks and not any("e" in t and t[0].isdigit() for t in ticks)
 
 
 def test_bars_timeline_and_roofline_draw_one_shape_per_item():

@@ -82,6 +82,11 @@ def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value
             "fused pool backward": (pool_bwd_flops, pool_bwd_bytes)}
 
 
+#: The kind of op each group is (:data:`helpers.roofline.KIND_COLORS`): one colour per kind on every roofline.
+_KIND = {"convolutions": "convolution", "fully connected (GEMM)": "GEMM", "fused pool forward": "pooling",
+         "fused pool backward": "pooling"}
+
+
 def _group(kernel: str, kind: str) -> str | None:
     if FUSED_FORWARD in kernel:
         return "fused pool forward"
@@ -149,7 +154,8 @@ def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, ima
             unplaced[kind] = unplaced.get(kind, 0.0) + 100 * us / total_us
         else:
             per_group[group] = per_group.get(group, 0.0) + us
-    points = [RooflinePoint(g, *costs[g], kind=g, ms=per_group[g] / steps / 1e3) for g in costs if g in per_group]
+    # each group under the kind 03's roofline gives its ops, so it has the same colour there and here
+    points = [RooflinePoint(g, *costs[g], kind=_KIND[g], ms=per_group[g] / steps / 1e3) for g in costs if g in per_group]
     shares = {g: 100 * per_group[g] / total_us for g in per_group}
     return StepKernels(points=points, shares=shares,
                        unplaced=dict(sorted(unplaced.items(), key=lambda kv: -kv[1])),

@@ -16,7 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import bench, env, timebox
+from .. import bench, env, figure_check, timebox
 
 __all__ = ["naive_attention", "sdpa", "sdpa_backend", "saved_bytes", "sweep", "sweep_figure"]
 
@@ -167,6 +167,7 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_yaxes(title_text=unit, row=1, col=2)
+    figure_check.readable_log_axes(fig)  # 1, 2, 5, 10 ... 10k, not plotly's bare "2" and "5"
     fig.update_layout(title=f"Attention: naive vs scaled_dot_product_attention<br><sup>SDPA chose the "
                             f"{df['SDPA kernel'].iloc[-1]} kernel</sup>",
                       height=400)

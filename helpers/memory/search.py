@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .. import env, timebox
+from .. import env, figure_check, timebox
 from ..svg import PALETTE
 from .anatomy import GIB, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
@@ -219,5 +219,6 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
             budgets.add(round(s.budget_gib, 3))
             fig.add_hline(y=s.budget_gib, line_dash="dot", annotation_text="budget", row=1, col=2)
     fig.update_xaxes(type="log", title="batch size")
+    figure_check.readable_log_axes(fig)  # batch 1, 2, 5, 10 ... not plotly's bare "2" and "5"
     fig.update_layout(title=title, height=380)
     return fig
