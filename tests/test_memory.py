@@ -263,3 +263,21 @@ def test_out_of_memory_in_the_helpers_says_which_knob_to_turn(monkeypatch, budge
     monkeypatch.setattr(nb04, "measure_plan", oom)
     res = nb04.check_memory_plan(nb04.MemoryPlan(4096, "fp32"), budget=budget, device="cpu")
     assert res.status == "failed" and "ran out of GPU memory altogether" in res.message
+
+
+def test_batches_that_did_not_fit_are_crosses_above_the_peaks_not_values_at_zero():
+    """04's largest-batch chart drew a batch that ran out of memory at 0 GiB, where it read as a measured peak; its
+    memory timeline's time axis started short of 0."""
+    from helpers import figure_check
+
+    trials = tuple(search.Trial(b, b <= 256, b / 200 if b <= 256 else None, 900.0 + b if b <= 256 else None,
+                                "" if b <= 256 else "out of memory") for b in (8, 16, 32, 64, 128, 256, 512, 384))
+    fig = search.search_figure([search.BatchSearch("fp32", trials, budget_gib=1.6)])
+    (crosses,) = [t for t in fig.data if t.name == "fp32: did not fit"]
+    assert min(crosses.y) > 1.6 and set(crosses.x) == {384, 512}  # above the budget and every peak
+    assert any(a.text == "did not fit" for a in fig.layout.annotations)
+    assert fig.layout.yaxis2.range[1] > max(crosses.y)
+    assert figure_check.problems(fig) == []
+    tl = timeline.MemoryTimeline("cpu", (0.0, 1.0, 2.0), (2**30, 2**31, 2**30), (0,) * 3,
+                                 (("forward", 0.2, 1.0), ("backward", 1.0, 2.0)))
+    assert tuple(timeline.timeline_figure(tl).layout.xaxis.range) == (0, 2.0)

@@ -200,6 +200,11 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
 
     fig = make_subplots(rows=1, cols=2, subplot_titles=("img/s", "peak memory (GiB)"))
     budgets: set[float] = set()  # one line and label per budget: searches under the same one share it
+    # a batch that did not fit (out of memory: no peak to draw) goes in a row of crosses above every peak and budget
+    # (at 0 GiB it read as a measured value), named by a label
+    tops = [t.peak_gib for s in searches for t in s.trials if t.peak_gib is not None]
+    tops += [s.budget_gib for s in searches if s.budget_gib is not None]
+    failed_y = 1.15 * max(tops, default=1.0)
     for i, s in enumerate(searches):
         color = PALETTE[i % len(PALETTE)]  # one colour per search in both panels (plotly would give each trace its own)
         t = s.table()
@@ -210,15 +215,20 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
                                  legendgroup=s.label, showlegend=False, line=dict(color=color)), row=1, col=2)
         bad = t[~t.fits]
         if len(bad):
-            fig.add_trace(go.Scatter(x=bad.batch, y=[0] * len(bad), mode="markers", marker_symbol="x",
+            fig.add_trace(go.Scatter(x=bad.batch, y=[failed_y] * len(bad), mode="markers", marker_symbol="x",
                                      marker_size=10, marker_color=color, name=f"{s.label}: did not fit",
                                      legendgroup=s.label,
                                      hovertext=list(bad.why), hovertemplate="batch %{x}: %{hovertext}<extra></extra>"),
                           row=1, col=2)
         if s.budget_gib is not None and round(s.budget_gib, 3) not in budgets:
             budgets.add(round(s.budget_gib, 3))
-            fig.add_hline(y=s.budget_gib, line_dash="dot", annotation_text="budget", row=1, col=2)
+            fig.add_hline(y=s.budget_gib, line_dash="dot", annotation_text="budget", row=1, col=2,
+                          annotation_position="bottom right")  # above it: the crosses of batches that did not fit
     fig.update_xaxes(type="log", title="batch size")
+    if any(not t.fits for s in searches for t in s.trials):
+        fig.update_yaxes(range=[0, 1.3 * failed_y], row=1, col=2)
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=failed_y, yref="y2", yanchor="bottom",
+                           yshift=6, text="did not fit", showarrow=False, font=dict(size=11))
     figure_check.readable_log_axes(fig)  # batch 1, 2, 5, 10 ... not plotly's bare "2" and "5"
     fig.update_layout(title=title, height=380)
     return fig

@@ -85,4 +85,6 @@ def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
                            showarrow=False)
     fig.update_layout(title=title or f"Memory over time: peak {tl.peak / gib:.2f} GiB allocated<br><sup>{tl.device}</sup>",
                       xaxis_title="ms since the first allocation", yaxis_title="GiB", height=height)
+    fig.update_xaxes(range=[0, span])  # from the first allocation, the span the phase labels were planned on
+    fig.update_yaxes(rangemode="tozero")
     return fig
