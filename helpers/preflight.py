@@ -20,7 +20,8 @@ from . import env, nvml, tables
 __all__ = ["Check", "Preflight", "run"]
 
 Status = Literal["ok", "warn", "missing", "info"]
-_ICON = {"ok": "✅", "warn": "⚠️", "missing": "❌", "info": "ℹ️"}
+# marks DejaVu Sans has, in their text forms (no emoji: an empty box where no emoji font is installed)
+_ICON = {"ok": "✓", "warn": "⚠", "missing": "✗", "info": "ℹ"}
 
 
 @dataclasses.dataclass(frozen=True)

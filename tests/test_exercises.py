@@ -55,7 +55,7 @@ def test_a_hard_coded_answer_fails():
 
 def test_check_results_render():
     res = nb00.check_ceiling_img_per_s(nb00.ceiling_img_per_s)
-    assert str(res).startswith("✅") and "passed" in res._repr_html_()
+    assert str(res).startswith("✓") and "passed" in res._repr_html_()
 
 
 # -- 01: baseline analysis -----------------------------------------------------------------------------

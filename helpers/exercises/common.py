@@ -6,7 +6,7 @@ solution when it is not done yet or wrong. So an unsolved exercise never
 breaks the rest of a notebook::
 
     res = checks.check_ceiling_img_per_s(ceiling_img_per_s)
-    res                      # shows ✅ / ❌ / ⏳ and what to change
+    res                      # shows ✓ passed / ✗ failed / … not done, and what to change
     ceiling_fn = res.value   # yours if it passed, else the reference
 
 A learner's answer is read by the ``as_*`` functions below before a check judges it: each returns the
@@ -63,7 +63,7 @@ class CheckResult:
         return self.passed
 
     def __str__(self) -> str:
-        icon = {"passed": "✅", "failed": "❌", "not done": "⏳"}[self.status]
+        icon = {"passed": "✓", "failed": "✗", "not done": "…"}[self.status]  # marks common fonts have: no emoji
         return f"{icon} {self.exercise}: {self.status}. {self.message}"
 
     def _repr_html_(self) -> str:

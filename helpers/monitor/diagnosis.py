@@ -35,9 +35,9 @@ class Finding:
     advice: str
 
     def __str__(self) -> str:
-        icon = {"bottleneck": "🔴", "warning": "🟠", "good": "🟢", "info": "ℹ️"}[self.severity]
+        # the severity in words: an emoji mark is an empty box where no emoji font is installed (Chromium, exports)
         evidence = self.evidence[:1].upper() + self.evidence[1:]  # a sentence after the title's full stop
-        return f"{icon} {self.title}. {evidence} → {self.advice}"
+        return f"{self.severity.capitalize()}: {self.title}. {evidence} → {self.advice}"
 
 
 def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Finding]:
