@@ -36,6 +36,8 @@ __all__ = [
     "best_spec",
     "heatmap",
     "worker_sweep",
+    "worker_sweep_figure",
+    "worker_sweep_table",
     "host_to_device_gb_per_s",
     "check_workers",
 ]
@@ -287,6 +289,29 @@ def worker_sweep(
     df = pd.DataFrame(rows)
     df.attrs["cut"] = box.cut
     return df
+
+
+def worker_sweep_figure(sweep: "pandas.DataFrame", *, cores: int, batch_size: int):  # noqa: F821
+    """img/s against num_workers (a :func:`worker_sweep`), the usable cores a dashed line named at the plot's top,
+    above the data (a label beside the line's middle sat on the measured curve)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Scatter(x=sweep.num_workers, y=sweep.img_per_s, mode="lines+markers", name="img/s"))
+    fig.add_vline(x=cores, line_dash="dash")
+    fig.add_annotation(x=cores, y=1, yref="paper", yanchor="bottom", xanchor="center", showarrow=False,
+                       text=f"{cores} usable cores")
+    fig.update_layout(title=f"Loader img/s against num_workers (batch {batch_size})", xaxis_title="num_workers",
+                      yaxis_title="img/s", height=340, margin=dict(t=80))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def worker_sweep_table(sweep: "pandas.DataFrame"):  # noqa: F821
+    """The sweep to read, with each row's gain over the one before it; the first row has none ("—", said why)."""
+    from . import tables
+
+    df = sweep.assign(gain_over_previous_pct=sweep.img_per_s.pct_change() * 100).set_index("num_workers")
+    return tables.readable(df, missing={"gain_over_previous_pct": "the first row has no row before it"})
 
 
 def host_to_device_gb_per_s(

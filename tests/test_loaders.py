@@ -160,3 +160,20 @@ def test_best_spec_can_be_restricted():
     assert loaders.best_spec(df, batch_size=256, pin_memory=False) == LoaderSpec(256, 8, False)
     with pytest.raises(ValueError, match="no grid row"):
         loaders.best_spec(df, batch_size=32)
+
+
+def test_the_worker_sweep_names_the_cores_above_the_data_and_the_first_gain_is_a_dash():
+    """02: the "16 usable cores" label sat on the measured line; the gain column showed 0 for its first row."""
+    import pandas as pd
+
+    from helpers import figure_check
+
+    sweep = pd.DataFrame({"num_workers": [0, 1, 2, 4, 8, 16, 24], "img_per_s": [300.0, 560, 1000, 1800, 2900, 3300, 3100],
+                          "beyond_cores": [False] * 6 + [True], "source": ["measured"] * 7})
+    fig = loaders.worker_sweep_figure(sweep, cores=16, batch_size=128)
+    (label,) = fig.layout.annotations
+    assert label.text == "16 usable cores" and label.yref == "paper" and label.y >= 1 and label.yanchor == "bottom"
+    assert figure_check.problems(fig) == []
+    t = loaders.worker_sweep_table(sweep)
+    gains = list(t.shown.iloc[:, -1])
+    assert gains[0] == "—" and gains[1] != "—" and any("no row before it" in n for n in t.notes)
