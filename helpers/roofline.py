@@ -21,11 +21,11 @@ import math
 import torch
 from torch import nn
 
-from . import bench, env, figure_check
+from . import bench, env, figure_check, tables
 from .bench import Ceilings
 
 __all__ = ["KIND_COLORS", "RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
-           "roofline_figure", "conv_layouts"]
+           "roofline_figure", "conv_layouts", "shares_of_roof"]
 
 
 #: One colour per kind of op, on every roofline (03's ops, 06's step): a kind keeps its colour from one to the next.
@@ -144,6 +144,17 @@ def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFra
                      "roof TFLOP/s": roof, "achieved TFLOP/s": p.achieved_tflops,
                      "share of roof": None if p.ms is None else p.achieved_tflops / roof})
     return pd.DataFrame(rows)
+
+
+def shares_of_roof(table: "pandas.DataFrame", bound: str) -> str:  # noqa: F821
+    """One line: each op of ``table`` (:func:`points_table`) that ``bound`` ("memory", "compute") bounds, and its
+    share of its roof, rounded as the table shows it (``tables.percent``: fc2 0.21%, not 0%)::
+
+        print(shares_of_roof(ops_table, "memory"))   # memory-bound: relu·1 61.3%, pool·1 44.0% of their roofs
+    """
+    rows = table[table.bound == bound]
+    return (f"{bound}-bound: " + ", ".join(f"{r.op} {tables.percent(100 * r['share of roof'])}%"
+                                           for _, r in rows.iterrows()) + " of their roofs")
 
 
 def _ridge_side(ridge: tuple[float, str], x_span: tuple[float, float], width: float = 440.0) -> str:

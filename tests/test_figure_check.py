@@ -292,3 +292,17 @@ def test_rooflines_keep_one_colour_per_kind_and_the_ridges_label_clear_of_the_ro
     assert set(colours) == {"convolution", "GEMM", "elementwise", "pooling"}
     near_edge = roofline.roofline_figure(step, ceil)  # the ridge 1.4 decades from the right edge: label to its left
     assert near_edge.layout.annotations[0].xanchor == "right"
+
+
+def test_the_shares_of_roof_line_rounds_as_the_table_beside_it():
+    """03 printed 'fc2 0% of their roofs' beside a table that said 0.21."""
+    from helpers.tables import readable
+
+    ceil = Ceilings("a GPU", 800.0, "bfloat16", 8192, 3000.0, 2**31)
+    points = [roofline.RooflinePoint("fc2", 2 * 256 * 512 * 10, 2 * (256 * 512 + 5120 + 2560), "GEMM", 0.05),
+              roofline.RooflinePoint("relu·1", 1e8, 4e8, "elementwise", 0.2)]
+    table = roofline.points_table(points, ceil)
+    line = roofline.shares_of_roof(table, "memory")
+    shown = readable(table).shown.set_index(readable(table).shown.columns[0])
+    fc2 = shown.loc["fc2"].iloc[-1]
+    assert fc2 != "0" and f"fc2 {fc2}%" in line and line.startswith("memory-bound: ")
