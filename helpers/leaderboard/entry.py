@@ -57,8 +57,22 @@ class EntryRefused(ValueError):
     """An entry the leaderboard will not take; the message (one line) says what to change."""
 
 
+def _num(x: float) -> str:
+    """A figure in a message as a person reads it: six significant figures, thousands separated (20,339.1, not
+    20339.123456789; 9,000 ÷ 500 = 18)."""
+    return f"{x:,.6g}"
+
+
 def _show(value: Any, width: int = 24) -> str:
-    """``repr(value)``, cut to ``width`` characters: a message stays one short line whatever it quotes."""
+    """A real number as :func:`_num` writes it, anything else as ``repr(value)``, cut to ``width`` characters: a
+    message stays one short line whatever it quotes."""
+    if isinstance(value, _NUMBER) and not _is_bool(value):
+        try:
+            x = float(value)
+        except (OverflowError, ValueError):
+            x = math.nan
+        if math.isfinite(x) and abs(x) < 1e15:
+            return _num(x)
     try:
         s = repr(value)
     except ValueError:  # an int past Python's 4,300-digit limit for text
@@ -152,15 +166,15 @@ class Entry:
             except ValueError:  # a signalling NaN
                 x = math.nan
             except OverflowError:
-                raise EntryRefused(f"{who}: {name}={_show(value)} is too large to be a figure ({what}: {lo:g} to "
-                                   f"{hi:g}). Judge the run with the harness rather than typing figures.") from None
+                raise EntryRefused(f"{who}: {name}={_show(value)} is too large to be a figure ({what}: {_num(lo)} to "
+                                   f"{_num(hi)}). Judge the run with the harness rather than typing figures.") from None
             if name == "mfu_pct" and self.figures.get("speedup_bound") is None:
                 # no bound here (a CPU: bench.Ceilings.bounds): MFU can pass 100% and is not ranked on it, as the
                 # harness does not print it
                 hi = math.inf
             if not math.isfinite(x) or not lo <= x <= hi or (name in _POSITIVE and x <= 0):
                 raise EntryRefused(f"{who}: {name}={_show(value)} is outside what a run can measure ({what}: "
-                                   f"{lo:g} to {hi:g}). Judge the run with the harness rather than typing figures.")
+                                   f"{_num(lo)} to {_num(hi)}). Judge the run with the harness rather than typing figures.")
             out[name] = x
         _agree(who, out)
         missing = [h for h in ("device", "torch", "date") if not self.header.get(h)]
@@ -179,11 +193,11 @@ def _agree(who: str, f: Mapping[str, float | None]) -> None:
     base, bound = f["baseline_img_per_s"], f["speedup_bound"]
     tail = "figures typed or edited by hand are never ranked: judge the run with the harness."
     if base is not None and not math.isclose(speedup, img / base, rel_tol=_REL_TOL):
-        raise EntryRefused(f"{who}: speedup={speedup:.6g} does not agree with img_per_s ÷ baseline_img_per_s = "
-                           f"{img:.6g} ÷ {base:.6g} = {img / base:.6g}; {tail}")
+        raise EntryRefused(f"{who}: speedup={_num(speedup)} does not agree with img_per_s ÷ baseline_img_per_s = "
+                           f"{_num(img)} ÷ {_num(base)} = {_num(img / base)}; {tail}")
     if bound is not None and not math.isclose(mfu, 100 * speedup / bound, rel_tol=_REL_TOL):
-        raise EntryRefused(f"{who}: mfu_pct={mfu:.6g} does not agree with 100 × speedup ÷ speedup_bound = "
-                           f"{100 * speedup / bound:.6g} (both are img/s over the ceiling); {tail}")
+        raise EntryRefused(f"{who}: mfu_pct={_num(mfu)} does not agree with 100 × speedup ÷ speedup_bound = "
+                           f"{_num(100 * speedup / bound)} (both are img/s over the ceiling); {tail}")
 
 
 def configuration_of(config: Any) -> str:
