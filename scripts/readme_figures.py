@@ -44,6 +44,10 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
     ("06_final_challenge", "final_mfu_pct", "reference solution, MFU %", "{:.1f}"),
     ("06_final_challenge", "final_img_per_s", "reference solution, img/s", "{:,.0f}"),
     ("06_final_challenge", "final_speedup", "over the same session's baseline, ×", "{:.1f}"),
+    ("06_final_challenge", "final_accuracy_mean_over_baseline_pts",
+     "reference solution's reruns (other seeds), held-out accuracy over the baseline's mean, points", "{:+.2f}"),
+    ("06_final_challenge", "accuracy_false_refusals", "of those reruns, refused by the accuracy rule", "{:.0f}"),
+    ("06_final_challenge", "accuracy_reruns", "reruns", "{:.0f}"),
     ("06_final_challenge", "inference_p99_ms_bs1", "serving, p99 at batch 1, ms", "{:.3g}"),
     ("06_final_challenge", "inference_img_per_s", "serving, best img/s", "{:,.0f}"),
 ]

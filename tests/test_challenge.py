@@ -61,9 +61,9 @@ def test_a_small_gpu_gets_a_sixth_of_the_images_at_the_baselines_batch(monkeypat
         rungs = {r.name: r for r in ladder.ladder("full", rules)}
         ref = rules.fit(rungs["all: reference solution"].submission.config)
         assert ref.batch_size == rules.final_batch and ref.warmup_steps + ref.steps == rules.images // rules.final_batch
-        assert ref.lr == rules.final.final_lr
+        assert ref.lr == rules.final.final_lr and ref.lr_decay == rules.final.final_lr_decay
     big_rungs = {r.name: r for r in ladder.ladder("full", large)}
-    assert big_rungs["+ batch size"].adds == "batch 256 with the learning rate doubled to 0.02"
+    assert big_rungs["+ batch size"].adds == "batch 256 with the learning rate doubled to 0.02, decayed linearly to zero"
     assert not big_rungs["+ batch size"].left_out
     small_batch = next(r for r in ladder.ladder("full", small) if r.name == "+ batch size")
     assert "too few steps" in small_batch.left_out and small_batch.adds.endswith("kept")

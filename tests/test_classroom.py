@@ -36,7 +36,8 @@ SUBMISSIONS = {
 
 def _rules_and_ceilings():
     rules = Rules(images=64, image_size=16, dataset_size=256, heldout=64, size="tiny")
-    ceil = bench.Ceilings("test CPU", matmul_tflops=0.1, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
+    # a ceiling far above what the tiny runs reach: their MFU stays far below 100% on any machine
+    ceil = bench.Ceilings("test CPU", matmul_tflops=100.0, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
                           copy_bytes=1)
     return rules, ceil
 
@@ -91,6 +92,7 @@ def test_each_wrong_submission_is_refused_with_its_reason(judged, file, reason):
 def test_the_leaderboard_holds_the_harness_entries_only(judged):
     res, board, _ = judged
     rows = leaderboard.entries(path=board)
+    assert [j.leaderboard for j in res.judged if j.passed and "added" not in j.leaderboard] == []
     assert sorted(rows["name"]) == ["Ada: batch 32", "honest"]
     assert all(j.leaderboard.startswith("not added") for j in res.judged if not j.passed)
     assert b"my own row" not in board.read_bytes()  # put back as it was

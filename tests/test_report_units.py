@@ -1,21 +1,21 @@
-"""The report gives memory in GiB, as every notebook does (it printed 'peak memory 2.7 GB' beside 04's GiB)."""
+"""Memory is given in GiB everywhere a learner reads it, as every notebook does (the report and 06's verdicts
+printed 'peak memory 2.7 GB' beside 04's GiB); the leaderboard keeps its GB column, converted once."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
 
-import pandas as pd
+from fakes import tiny_challenge, tiny_session
 
-from helpers import tables
-from helpers.challenge.report import in_gib
+from helpers.challenge.harness import Submission, judge, readable_table
 
 
-def test_the_reports_comparison_table_gives_peak_memory_in_gib():
-    shown = pd.DataFrame({"img/s": ["493", "9,800"], "peak memory GB": ["2.90", "—"], "batch": [64, 512]},
-                         index=pd.Index(["baseline", "my run"], name="run"))
-    t = tables.Table(data=shown, shown=shown, notes=("— peak memory: no GPU allocator on a CPU.",))
-    verdicts = [SimpleNamespace(peak_mem_gb=2**30 * 2.7 / 1e9), SimpleNamespace(peak_mem_gb=None)]
-    out = in_gib(t, verdicts)
-    assert list(out.shown.columns) == ["img/s", "peak memory GiB", "batch"]
-    assert list(out.shown["peak memory GiB"]) == ["2.70", "—"] and out.notes == t.notes
-    assert "GB" not in " ".join(out.shown.columns)
+def test_verdicts_and_their_table_give_peak_memory_in_gib():
+    rules, cfg = tiny_challenge()
+    v = judge(Submission("mine", cfg), tiny_session(rules))
+    gpu = dataclasses.replace(v, peak_mem_gb=2**30 * 2.7 / 1e9)  # as a GPU run would carry it
+    assert gpu.peak_mem_gib == 2.7 and "peak memory 2.7 GiB" in str(gpu) and " GB" not in str(gpu)
+    t = readable_table([v, gpu])
+    assert "peak memory GiB" in t.shown.columns and not any(c.endswith(" GB") for c in t.shown.columns)
+    assert list(t.shown["peak memory GiB"]) == ["—", "2.70"]
+    assert gpu.figures()["peak_mem_gb"] == gpu.peak_mem_gb  # the leaderboard's figure stays in GB

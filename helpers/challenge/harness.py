@@ -120,6 +120,11 @@ class Verdict:
         return not all(ok for ok, _ in self.checks.values())
 
     @property
+    def peak_mem_gib(self) -> float | None:
+        """The peak in GiB, as every notebook gives memory (``peak_mem_gb`` is the leaderboard's GB)."""
+        return None if self.peak_mem_gb is None else self.peak_mem_gb * 1e9 / 2**30
+
+    @property
     def reasons(self) -> list[str]:
         """Why the run was refused, one line per broken rule (empty when it passed)."""
         return [f"{name}: {why}" for name, (ok, why) in self.checks.items() if not ok]
@@ -169,7 +174,7 @@ class Verdict:
         bound = f" (at most {tables.times(self.speedup_bound)} here)" if self.speedup_bound is not None else ""
         speed = "the baseline" if self.speedup is None else f"{tables.times(self.speedup)} the baseline{bound}"
         mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
-        mem = "—" if self.peak_mem_gb is None else f"{self.peak_mem_gb:.1f} GB"
+        mem = "—" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.1f} GiB"
         head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, {mfu}, held-out accuracy "
                 f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
                 f"GPM SM {pct(self.gpm_sm_pct)}")
@@ -368,7 +373,7 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             "MFU %": (tables.MISSING if v.mfu_pct is None or math.isnan(v.mfu_pct) else tables.percent(v.mfu_pct))
                      if v.bounded else tables.MISSING,
             "held-out accuracy %": num(100 * v.accuracy, ".1f"),
-            "peak memory GB": num(v.peak_mem_gb, ".2f"),
+            "peak memory GiB": num(v.peak_mem_gib, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
             "GPM SM %": num(v.gpm_sm_pct, ".0f"),
             "step ms": tables.MISSING if math.isnan(v.step_ms) else tables.sig(v.step_ms),

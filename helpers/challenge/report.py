@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -206,18 +205,6 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
             f"{_h(bench.NOT_A_BOUND)}.</p>"))
 
 
-def in_gib(t: tables.Table, verdicts: list[Verdict]) -> tables.Table:
-    """The comparison table with its peak memory in GiB, as every other notebook and table gives memory (the
-    verdicts carry it in GB: 2.7 GB beside 04's 2.5 GiB read as two different peaks)."""
-    shown = t.shown
-    if "peak memory GB" not in shown.columns:
-        return t
-    shown = shown.copy()
-    shown["peak memory GB"] = [tables.MISSING if v.peak_mem_gb is None or math.isnan(v.peak_mem_gb)
-                               else f"{v.peak_mem_gb * 1e9 / 2**30:.2f}" for v in verdicts]
-    return dataclasses.replace(t, shown=shown.rename(columns={"peak memory GB": "peak memory GiB"}))
-
-
 def _table(t: tables.Table) -> str:
     """A readable table, and its notes (why a cell shows "—") under it."""
     df = t.shown
@@ -261,19 +248,19 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"{_h(ceil.matmul_rate)} ({_h(ceil.matmul_dtype)} matmul), "
              f"{tables.sig(ceil.copy_gb_per_s)} GB/s (copy).</p>",
              "<h2>The baseline</h2>", _baseline_analysis(base, session),
-             "<h2>One change at a time</h2>", _table(in_gib(readable_table(verdicts), verdicts)),
+             "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],
                            title="MFU of each run (% of the measured matmul ceiling)", unit="%",
                            fmt=tables.percent)  # as the table above rounds it
              if final.bounded else f"<p class='note'>MFU of each run: {_h(bench.NOT_A_BOUND)}.</p>",
              "<h2>Before and after</h2>"]
-    util_b, ips_b = _monitor_series(base.monitor, "baseline", True)
-    util_f, ips_f = _monitor_series(final.monitor, final.name, False)
-    parts.append(svg.line_chart(util_b + util_f, title="Utilisation while training (each run from its own start)",
-                                x_label="seconds since the run started", y_label="%", y_min=0))
-    parts.append(svg.line_chart(ips_b + ips_f, title=f"Throughput: images over the last {ROLLING_S:g} s",
-                                x_label="seconds since the run started",
-                                y_label="img/s", y_log=True))
+    # each run on its own time axis: a run of a few seconds drawn beside a minute-long baseline would be a sliver
+    for v, label in ((base, "baseline"), (final, final.name)):
+        util, ips = _monitor_series(v.monitor, label, False)
+        parts.append(svg.line_chart(util, title=f"{label}: utilisation while training",
+                                    x_label="seconds since the run started", y_label="%", y_min=0))
+        parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {ROLLING_S:g} s",
+                                    x_label="seconds since the run started", y_label="img/s", y_min=0))
     for v in (base, final):
         if v.profile is not None:
             rows = v.profile.timeline_rows(max_per_row=600)

@@ -42,12 +42,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant-seeds", type=int, default=5, help="seeds per reference variant")
     ap.add_argument("--variants", nargs="*", default=[], help="reference recipes as BATCH:LR[:WARMUP[:DECAY]]")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"], help="the reference recipe's precision")
+    ap.add_argument("--as-judged", action="store_true",
+                    help="keep the reference solution's torch.compile mode (CUDA graphs) and precision: the kernels "
+                         "a judged run uses, whose rounding differs from eager's")
+    ap.add_argument("--skip-baseline", action="store_true", help="variants only (the target from the targets file)")
     ap.add_argument("--workers", type=int, default=8, help="loader workers for the baseline's PIL pipeline")
     ap.add_argument("--out", default=None, help="write the JSON here")
+    ap.add_argument("--record-from", default=None, metavar="JSON",
+                    help="instead of measuring: record the reruns of the reference solution's recipe in this probe's "
+                         "JSON into its device's results file (final_accuracy_mean_over_baseline_pts, "
+                         "accuracy_false_refusals, accuracy_reruns, accuracy_refused_one_point_lower)")
     ap.add_argument("--write-targets", default=None, metavar="JSON",
                     help="instead of measuring: write helpers/challenge/accuracy_targets.json's entries from this "
                          "probe's JSON output (one or more sizes)")
     args = ap.parse_args(argv)
+    if args.record_from:
+        return _record(Path(args.record_from))
     if args.write_targets:
         from helpers.challenge.accuracy import write_targets
 
@@ -59,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from helpers import env, results
     from helpers.challenge import ladder
-    from helpers.challenge.accuracy import AccuracyTarget, heldout_accuracy
+    from helpers.challenge.accuracy import AccuracyTarget, accuracy_target, heldout_accuracy
     from helpers.challenge.rules import SIZES, Rules
     from helpers.challenge.start import start_model
     from helpers.train import Trainer
@@ -91,23 +101,26 @@ def main(argv: list[str] | None = None) -> int:
     fast_base = dataclasses.replace(base_cfg, num_workers=workers, pin_memory=workers > 0, sync_each_step=False,
                                     item_each_step=False, persistent_workers=workers > 0,
                                     prefetch_factor=4 if workers else None)
-    for seed in range(args.seeds):
+    for seed in range(0 if args.skip_baseline else args.seeds):
         acc, wall = run(fast_base, seed)
         out["baseline"].append({"seed": seed, "accuracy": acc, "wall_s": wall})
         print(f"baseline seed {seed}: {acc:.2%} ({wall:.1f} s)", flush=True)
-    target = AccuracyTarget(size=args.size, accuracies=tuple(r["accuracy"] for r in out["baseline"]),
-                            device=out["device_label"], date=out["date"], torch=torch.__version__)
+    target = accuracy_target(args.size) if args.skip_baseline else AccuracyTarget(
+        size=args.size, accuracies=tuple(r["accuracy"] for r in out["baseline"]), device=out["device_label"],
+        date=out["date"], torch=torch.__version__)
     print(target.describe(), flush=True)
     for text in args.variants:
         v = _variant(text)
         cfg = dataclasses.replace(ref.config, batch_size=v["batch"], lr=v["lr"], lr_warmup_steps=v["lr_warmup_steps"],
-                                  lr_decay=v["lr_decay"], dtype=args.dtype, compile=False, compile_mode="default")
+                                  lr_decay=v["lr_decay"])
+        if not args.as_judged:
+            cfg = dataclasses.replace(cfg, dtype=args.dtype, compile=False, compile_mode="default")
         accs = []
         for seed in range(args.variant_seeds):
             acc, wall = run(cfg, seed, ref.build_model)
             accs.append(acc)
             print(f"{text} seed {seed}: {acc:.2%} ({wall:.1f} s)", flush=True)
-        row = {**v, "text": text, "dtype": args.dtype, "accuracies": accs, "mean": statistics.mean(accs),
+        row = {**v, "text": text, "dtype": cfg.dtype, "compile": cfg.compile, "compile_mode": cfg.compile_mode, "accuracies": accs, "mean": statistics.mean(accs),
                "sd": statistics.stdev(accs) if len(accs) > 1 else 0.0,
                "mean_over_baseline_pts": 100 * (statistics.mean(accs) - target.mean),
                "refused": sum(a < target.threshold for a in accs),
@@ -119,6 +132,33 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(out, indent=1, default=str)
     if args.out:
         Path(args.out).write_text(text + "\n")
+    return 0
+
+
+def _record(path: Path) -> int:
+    """Record the reference recipe's reruns of a probe's output in that device's results file."""
+    from helpers import results
+    from helpers.challenge import ladder
+    from helpers.challenge.accuracy import accuracy_target
+    from helpers.challenge.rules import Rules
+
+    probe = json.loads(path.read_text())
+    rules = Rules.at_scale("full", probe["size"])
+    ref = rules.fit(ladder.reference_solution("full", rules).config)
+    want = (ref.batch_size, ref.lr, ref.lr_warmup_steps, ref.lr_decay)
+    rows = [v for v in probe["variants"] if (v["batch"], v["lr"], v["lr_warmup_steps"], v["lr_decay"]) == want]
+    if not rows:
+        print(f"error: {path} has no reruns of the reference recipe {want}", file=sys.stderr)
+        return 2
+    v = rows[-1]
+    target = accuracy_target(probe["size"])
+    figures = {"final_accuracy_mean_over_baseline_pts": 100 * (v["mean"] - target.mean),
+               "accuracy_false_refusals": sum(a < target.threshold for a in v["accuracies"]),
+               "accuracy_reruns": len(v["accuracies"]),
+               "accuracy_refused_one_point_lower": sum(a - 0.01 < target.threshold for a in v["accuracies"])}
+    header = {k: probe[k] for k in ("device", "driver", "torch", "cuda", "date", "host_cpu") if k in probe}
+    out = results.record(figures, path=results.results_path(header, scale="full"), header=header)
+    print(f"recorded in {out}: {figures}")
     return 0
 
 
