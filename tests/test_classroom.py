@@ -105,6 +105,8 @@ def test_the_table_and_files_say_the_same(judged):
     data = json.loads((classroom.Path(res.out_dir) / "class.json").read_text())
     assert [r["name"] for r in data["rows"]] == [j.name for j in res.judged]
     assert (classroom.Path(res.out_dir) / "hangs.log").exists()
+    # the leaderboard's key (and any copy of it) never lies beside the class's logs
+    assert not [p.name for p in classroom.Path(res.out_dir).iterdir() if "key" in p.name or "sqlite" in p.name]
 
 
 def test_a_folder_without_submissions_says_so(tmp_path):

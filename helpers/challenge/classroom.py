@@ -51,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -160,11 +161,30 @@ def judge_class(folder: Path | str, *, out_dir: Path | str | None = None, time_l
     say(f"baseline: {session['baseline']['img_per_s']:,.0f} img/s, held-out accuracy "
         f"{session['baseline']['accuracy']:.1%}, on {session['device']}")
 
+    # the copies of the leaderboard (and its key) to put back lie in a folder of this user's only, removed at the
+    # end: never beside the class's logs, which an instructor may share
+    private = Path(tempfile.mkdtemp(prefix="class-judge-"))
+    try:
+        judged = _judge_each(files, out, private, board, session_file, session, limit, python, say)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    ranked = sorted(judged, key=lambda j: (not j.passed, -(j.img_per_s if j.passed else 0.0), j.name))
+    res = ClassResult(session["baseline"]["img_per_s"], session["baseline"]["accuracy"], session["device"],
+                      tuple(ranked), time.perf_counter() - start, str(out))
+    (out / "class.md").write_text(res.markdown())
+    (out / "class.json").write_text(json.dumps({"device": res.device, "wall_s": res.wall_s, "rows": res.rows(),
+                                                "baseline": session["baseline"]}, indent=1, default=str) + "\n")
+    return res
+
+
+def _judge_each(files: list[Path], out: Path, private: Path, board: Path, session_file: Path, session: dict,
+                limit: float, python: str, say) -> list[Judged]:
+    """Each submission in a process of its own, in turn; its verdict on the leaderboard (sealed here)."""
     judged = []
     for f in files:
         result = out / f"{f.stem}.json"
         result.unlink(missing_ok=True)
-        before, copies = _snapshot(board), _backup(board, out)
+        before, copies = _snapshot(board), _backup(board, private)
         t0 = time.perf_counter()
         proc = _run([python, "-m", "helpers.challenge.classroom", "--one", str(f), "--session", str(session_file),
                      "--result", str(result)], out / f"{f.stem}.log", limit)
@@ -175,13 +195,7 @@ def judge_class(folder: Path | str, *, out_dir: Path | str | None = None, time_l
         judged.append(j)
         say(f"{j.name}: " + (f"{j.img_per_s:,.0f} img/s, passed" if j.passed else "REFUSED: " + "; ".join(j.reasons))
             + f" ({wall:.0f} s)")
-    ranked = sorted(judged, key=lambda j: (not j.passed, -(j.img_per_s if j.passed else 0.0), j.name))
-    res = ClassResult(session["baseline"]["img_per_s"], session["baseline"]["accuracy"], session["device"],
-                      tuple(ranked), time.perf_counter() - start, str(out))
-    (out / "class.md").write_text(res.markdown())
-    (out / "class.json").write_text(json.dumps({"device": res.device, "wall_s": res.wall_s, "rows": res.rows(),
-                                                "baseline": session["baseline"]}, indent=1, default=str) + "\n")
-    return res
+    return judged
 
 
 @dataclasses.dataclass(frozen=True)
