@@ -46,7 +46,9 @@ def start_model(rules, *, seed: int | None = None) -> nn.Module:
 
 @functools.lru_cache(maxsize=4)
 def _warm_state(image_size: int, dataset_size: int, images: int, data_seed: int, seed: int) -> dict:
-    key = f"warm-start-{torch.__version__}-s{image_size}-n{dataset_size}-i{images}-d{data_seed}-seed{seed}.pt"
+    # the CPU's instruction set in the key: weights trained with AVX-512's rounding are not reused under AVX2
+    isa = torch.backends.cpu.get_cpu_capability()
+    key = f"warm-start-{torch.__version__}-{isa}-s{image_size}-n{dataset_size}-i{images}-d{data_seed}-seed{seed}.pt"
     path = _data.cache_dir() / "challenge" / key
     if path.exists():
         try:
