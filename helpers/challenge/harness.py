@@ -182,10 +182,6 @@ class Verdict:
         return f"{head}\n  {verdict}"
 
 
-def _reference_model(rules: Rules) -> nn.Module:
-    return start_model(rules)  # the weights every run starts from (at smoke scale a warm start: .start)
-
-
 def _judging_draws(steps: int) -> tuple[int, int]:
     """What no submission can know in advance, drawn afresh each time a run is judged: the seed of the batches
     the function is checked on, and the training step the spot check compares (of ``steps``, warm-up included)."""
@@ -238,7 +234,7 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     checks: dict[str, tuple[bool, str]] = {}
     total_steps = cfg.warmup_steps + cfg.steps
     seed, spot_step = _judging_draws(total_steps)
-    reference = _reference_model(rules)
+    reference = start_model(rules)  # the weights every run starts from (a warm start at smoke scale)
     device = env.device()
     # Every run starts from the same compiler state, as in a fresh process: no graphs, CUDA graph pools or
     # recompilation counts left over from the runs judged before it (the on-disk caches still help)

@@ -156,14 +156,14 @@ class Rules:
     def check_data(self, cfg: TrainConfig) -> None:
         """Refuse a configuration that trains on other data than the challenge's."""
         for field, want in (("image_size", self.image_size), ("dataset_size", self.dataset_size),
-                            ("seed", self.seed), ("init_seed", None)):
+                            ("seed", self.seed)):
             if getattr(cfg, field) != want:
-                if field == "init_seed":
-                    raise RuleBroken(f"TrainConfig.init_seed={cfg.init_seed!r}: the challenge starts every run from "
-                                     "the same weights, in the same batch order (a luckier seed is not a speed-up); "
-                                     "leave init_seed at None.")
                 raise RuleBroken(f"TrainConfig.{field}={getattr(cfg, field)!r}: the challenge trains every run on "
                                  f"the same data ({field}={want!r}); use rules.fit(cfg), which sets it.")
+        if cfg.init_seed is not None:
+            raise RuleBroken(f"TrainConfig.init_seed={cfg.init_seed!r}: the challenge starts every run from the same "
+                             "weights, in the same batch order (a luckier seed is not a speed-up); leave init_seed "
+                             "at None.")
 
     def images_of(self, cfg: TrainConfig) -> int:
         """Images a run of ``cfg`` trains on: its warm-up and measured steps."""
