@@ -147,7 +147,8 @@ def problems(fig: Any) -> list[str]:
       linear one further from the data than the data's own span (it stretches the axis and squeezes the data);
     * a title wider than the figure, a vertical legend taller than the figure can hold, and labels drawn over
       one another (subplot titles, phase labels), each estimated from its font size and the figure's size;
-    * tick labels given as NaN or Infinity, and category tick labels wider than their slot (they run together).
+    * tick labels given as NaN or Infinity, and category tick labels wider than their slot (they run together);
+    * a second axis over another (``overlaying``) left to plotly's ticks, which follow the other axis's gridlines.
     """
     d = _as_dict(fig)
     layout = d.get("layout", {})
@@ -164,6 +165,10 @@ def problems(fig: Any) -> list[str]:
             if re.search(r"nan|inf", str(label), flags=re.I):
                 out.append(f"the axis '{name}' has a tick label '{label}': give it finite values")
                 break
+        if axis.get("overlaying") and axis.get("showticklabels", True) is not False and (
+                axis.get("tickmode") not in ("linear", "array") and not isinstance(axis.get("dtick"), (int, float))):
+            out.append(f"the axis '{name}' lies over another and plotly ticks it at the other's gridlines (values "
+                       "such as 720 and 1,440): give it tickmode='linear' and a round dtick")
         if axis.get("type") != "log":
             rng = axis.get("range")
             vals = data.get(key, [])

@@ -257,8 +257,9 @@ def worker_sweep(
 ) -> "pandas.DataFrame":  # noqa: F821
     """img/s against num_workers, up to the usable cores (and one step past them, to show the cost).
 
-    ``known``: a grid's rows (:func:`grid`); a worker count it measured at this batch size and pinning is
-    taken from it (``source`` says "grid") instead of being measured a second time.
+    ``known``: a grid's rows (:func:`grid`); every worker count it measured at this batch size and pinning is
+    in the sweep, taken from it (``source`` says "grid") instead of being measured a second time (a sweep without
+    the grid's best cell would contradict the grid above it).
     """
     import pandas as pd
 
@@ -271,7 +272,7 @@ def worker_sweep(
         same = known[(known["batch_size"] == batch_size) & (known["pin_memory"] == pin_memory)]
         seen = {int(r.num_workers): float(r.img_per_s) for r in same.itertuples()}
     rows = []
-    workers = list(workers)  # walked twice: what to measure, then the sweep
+    workers = sorted(set(workers) | set(seen))  # walked twice: what to measure, then the sweep
     todo = [nw for nw in workers if nw not in seen]
     box = timebox.window("worker_sweep", planned=len(todo), unit="worker counts",
                          left_out="the larger worker counts are not measured here")

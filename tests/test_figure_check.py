@@ -306,3 +306,24 @@ def test_the_shares_of_roof_line_rounds_as_the_table_beside_it():
     shown = readable(table).shown.set_index(readable(table).shown.columns[0])
     fc2 = shown.loc["fc2"].iloc[-1]
     assert fc2 != "0" and f"fc2 {fc2}%" in line and line.startswith("memory-bound: ")
+
+
+def test_a_second_axis_left_to_plotlys_ticks_is_caught_and_the_monitors_clock_axis_has_its_own_steps():
+    from plotly.subplots import make_subplots
+
+    from helpers.monitor.record import MonitorRecord
+    from helpers.monitor.view import build_figure
+
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Scatter(x=[0, 1], y=[400, 500]), secondary_y=False)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[1980, 1755]), secondary_y=True)
+    assert any("lies over another" in p for p in figure_check.problems(fig))
+    fig.update_yaxes(tickmode="linear", dtick=500, secondary_y=True)
+    assert figure_check.problems(fig) == []
+
+    samples = [dict(t_s=k * 0.1, gpu=0, util_pct=95.0, power_w=500.0 + k, sm_clock_mhz=1980.0 - 30 * (k % 2))
+               for k in range(30)]
+    monitor = build_figure(MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples))
+    clock = [a for a in monitor.to_plotly_json()["layout"].values() if isinstance(a, dict) and a.get("overlaying")]
+    assert len(clock) == 1 and clock[0]["tickmode"] == "linear" and clock[0]["dtick"] % 100 == 0
+    assert figure_check.problems(monitor) == []

@@ -71,6 +71,13 @@ def test_worker_sweep_reuses_what_the_grid_measured(dataset, monkeypatch):
     assert measured == [1, 3]  # no measurement taken twice
     assert list(df.source) == ["grid", "measured", "grid", "measured"]
     assert list(df.img_per_s)[0] == 111.0 and list(df.img_per_s)[2] == 222.0
+    # a worker count the grid measured that the sweep would not have chosen (all cores but one, 15 of 16 on an H100
+    # node, the grid's best cell) is in the sweep too, from the grid
+    grid.loc[len(grid)] = {"batch_size": 8, "num_workers": 5, "pin_memory": True, "img_per_s": 555.0}
+    measured.clear()
+    df = loaders.worker_sweep(dataset, batch_size=8, batches=2, pin_memory=True, known=grid)
+    assert list(df.num_workers) == [0, 1, 2, 3, 5] and measured == [1, 3]
+    assert df.set_index("num_workers").loc[5, "source"] == "grid" and bool(df.set_index("num_workers").loc[5, "beyond_cores"])
 
 
 def test_too_many_workers_warns_with_the_measured_alternative(monkeypatch):

@@ -104,7 +104,7 @@ def test_throughput_is_images_over_a_window_not_one_steps_host_time():
         steps.append({"t_s": 1.0 + i * 0.025, "step": i, "images": 512, "step_ms": 0.05, "img_per_s": 512 / 5e-5})
     rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples, steps=steps)
     ts, ips = rolling_img_per_s(rec.steps)
-    assert len(ts) == 199 and ts[0] == steps[1]["t_s"]
+    assert len(ts) == 160 and ts[0] == steps[40]["t_s"]  # the first point once a whole second has passed
     assert max(ips) == pytest.approx(20480) and min(ips) == pytest.approx(20480)
     for fig in (monitor_view.build_figure(rec), monitor_view.compare_figure(rec, rec)):
         line = next(t for t in fig.data if t.name == monitor_view.THROUGHPUT)
@@ -118,6 +118,25 @@ def test_throughput_is_images_over_a_window_not_one_steps_host_time():
     for k in range(0, len(steps), 7):
         cols.add([], steps[k:k + 7])
     assert cols.cols[-1][1] == pytest.approx(ips)
+
+
+def test_throughput_waits_for_a_whole_window_so_a_loaders_full_queue_draining_is_no_spike():
+    """02's tuned loader on an H100: its workers filled their queue before the first step, and the first steps drained
+    it at 6,300 img/s over a fraction of a second before the line settled at 4,000. The line starts once a whole
+    second has passed; a run shorter than that gets one point, its images over its time."""
+    from helpers.monitor import rolling_img_per_s
+
+    steps = [{"t_s": 1.0 + 0.005 * i, "images": 128} for i in range(10)]  # the queue: 10 batches in 45 ms
+    steps += [{"t_s": steps[-1]["t_s"] + 0.032 * (i + 1), "images": 128} for i in range(100)]  # 4,000 img/s after
+    ts, ips = rolling_img_per_s(steps)
+    assert ts[0] >= steps[0]["t_s"] + 1.0 and max(ips) < 1.35 * 4000
+    assert min(ips) > 3900
+    short = steps[:20]  # 0.36 s in all
+    ts, ips = rolling_img_per_s(short)
+    assert ts == [short[-1]["t_s"]] and ips == pytest.approx([19 * 128 / (short[-1]["t_s"] - 1.0)])
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples, steps=short)
+    line = next(t for t in monitor_view.build_figure(rec).data if t.name == monitor_view.THROUGHPUT)
+    assert list(line.y) == pytest.approx(ips)
 
 
 def test_the_summary_line_has_no_empty_cells():

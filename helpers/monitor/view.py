@@ -30,6 +30,8 @@ __all__ = ["in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveV
 _PANELS = ("utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)", "throughput (img/s)")
 #: The throughput line's name: what it averages over.
 THROUGHPUT = f"img/s over the last {ROLLING_S:g} s"
+#: The SM clock axis's step: clocks run from a few hundred MHz to about 2 GHz.
+CLOCK_TICK_MHZ = 500
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
 
 
@@ -116,11 +118,15 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
         fig.add_trace(go.Scatter(x=[], y=[], name=THROUGHPUT, mode="lines+markers", marker=dict(size=3),
                                  line=dict(color="#000000")), row=rows[every[-1]], col=1)
         fig._monitor_traces.append(None)
-        fig.update_yaxes(rangemode="tozero", row=rows[every[-1]], col=1)
+        fig.update_yaxes(rangemode="tozero", tickformat=",", row=rows[every[-1]], col=1)
     fig.update_yaxes(range=[0, 105], row=1, col=1)
     if power in rows:  # from zero, in whole units: a steady clock (1,980 MHz) otherwise fills the axis with
-        for secondary in (False, True):  # ticks a fraction of a MHz apart (1,980.633, 1,980.219, ...)
-            fig.update_yaxes(rangemode="tozero", tickformat=",.0f", row=rows[power], col=1, secondary_y=secondary)
+        # ticks a fraction of a MHz apart (1,980.633, 1,980.219, ...). The clock's axis lies over the power's, and
+        # plotly ticks such an axis at the other's gridlines (0, 720, 1,440 MHz): it gets its own round steps
+        fig.update_yaxes(rangemode="tozero", tickformat=",.0f", title_text="W", row=rows[power], col=1,
+                         secondary_y=False)
+        fig.update_yaxes(rangemode="tozero", tickformat=",.0f", title_text="MHz", tickmode="linear", tick0=0,
+                         dtick=CLOCK_TICK_MHZ, showgrid=False, row=rows[power], col=1, secondary_y=True)
     height = 200 + 130 * len(panels)
     # the legend sits under the x axis's ticks and title, about 60 px below the plot area, whatever its height
     fig.update_layout(title=title, height=height, margin=dict(l=50, r=20, t=70, b=40),
@@ -194,6 +200,7 @@ def build_figure(record: MonitorRecord, *, title: str | None = None, window_s: f
     line where the GPU gives none."""
     cols = _Columns(record)
     cols.add(record.samples, record.steps)
+    cols.finish()
     every = _panels(record)
     lines = {i for i, (xs, _ys) in enumerate(cols.cols[:-1]) if xs}  # no legend entry for a line never drawn (GPM)
     shown = {every[cols.specs[i][0]] for i in lines}
@@ -273,6 +280,15 @@ class _Columns:
                 ys.append(point[1])
         self.n_samples += len(samples)
         self.n_steps += len(steps)
+
+    def finish(self) -> None:
+        """The whole run is in: a run shorter than the throughput's window gets its one point (images over its
+        time), as :func:`rolling_img_per_s` gives it."""
+        xs, ys = self.cols[-1]
+        point = self._rate.so_far()
+        if not xs and point is not None:
+            xs.append(point[0])
+            ys.append(point[1])
 
     def window(self, i: int, t_from: float) -> tuple[np.ndarray, np.ndarray]:
         import bisect
