@@ -146,7 +146,8 @@ def problems(fig: Any) -> list[str]:
       :data:`SLACK_DECADES` away (an annotation's coordinate there is an exponent: x=255 is drawn at 10^255), on a
       linear one further from the data than the data's own span (it stretches the axis and squeezes the data);
     * a title wider than the figure, a vertical legend taller than the figure can hold, and labels drawn over
-      one another (subplot titles, phase labels), each estimated from its font size and the figure's size;
+      one another (subplot titles, phase labels) or past the figure's edge, each estimated from its font size and the
+      figure's size;
     * tick labels given as NaN or Infinity, and category tick labels wider than their slot (they run together);
     * a second axis over another (``overlaying``) left to plotly's ticks, which follow the other axis's gridlines.
     """
@@ -193,8 +194,12 @@ def problems(fig: Any) -> list[str]:
             out.append(f"the log axis '{name}' spans {hi - lo:.2g} decades: plotly labels the ticks between its "
                        "powers of ten with bare digits ('10, 2, 5, 100'); give it tickvals and ticktext "
                        "(figure_check.readable_log_axes)")
-    out += _placed_far(layout, axes, data)
-    out += _cut_or_overlapping(d, layout, axes, data)
+    far = _placed_far(layout, axes, data)
+    out += far
+    # a label placed far off is drawn past the edge too: said once, with its cause
+    placed_far = {m.group(1) for f in far for m in [re.match(r"the label '(.*?)'", f)] if m}
+    out += [c for c in _cut_or_overlapping(d, layout, axes, data)
+            if not ("past the figure's" in c and re.match(r"the label '(.*?)'", c).group(1) in placed_far)]
     return list(dict.fromkeys(out))
 
 
@@ -243,7 +248,8 @@ def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[
 
 
 def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[float]]) -> list[str]:
-    """A title wider than the figure, a vertical legend taller than it, and labels drawn over one another."""
+    """A title wider than the figure, a vertical legend taller than it, labels drawn over one another, and labels that
+    run past the figure's edge."""
     out = []
     width, height, m = _frame(layout)
     plot_w, plot_h = width - m["l"] - m["r"], height - m["t"] - m["b"]
@@ -261,6 +267,15 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
         if need > plot_h + 12:
             out.append(f"the legend's {len(shown)} entries need about {need} px, and the plot area is "
                        f"{plot_h:.0f} px high: make the figure taller or the legend horizontal")
+
+    # plotly's autorange takes in lines drawn in data coordinates (a ridge past the last point): so does the estimate
+    drawn: dict[str, list[float]] = {}
+    for sh in layout.get("shapes", []):
+        for letter in ("x", "y"):
+            ref = sh.get(f"{letter}ref", letter) or letter
+            if "paper" not in ref and "domain" not in ref:
+                drawn.setdefault(_axis_key(ref), []).extend(
+                    float(v) for v in (sh.get(f"{letter}0"), sh.get(f"{letter}1")) if isinstance(v, (int, float)))
 
     def box(a: dict) -> tuple[float, float, float, float] | None:
         """(left, right, top, bottom) in pixels from the figure's top-left."""
@@ -280,7 +295,8 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
                 if "domain" in ref:
                     frac = dom[0] + float(v) * (dom[1] - dom[0])
                 else:
-                    ext = _extent(layout, key, data.get(key, []) + ([] if axis.get("type") == "log" else [float(v)]))
+                    ext = _extent(layout, key, data.get(key, []) + drawn.get(key, [])
+                                  + ([] if axis.get("type") == "log" else [float(v)]))
                     if ext is None or ext[1] == ext[0] or axis.get("type") == "category":
                         return None
                     frac = dom[0] + (float(v) - ext[0]) / (ext[1] - ext[0]) * (dom[1] - dom[0])
@@ -300,6 +316,11 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
             if min(b1, b2) - max(t1, t2) > 3 and min(r1, r2) - max(l1, l2) > 2:  # boxes meet by more than a hair
                 out.append(f"the labels '{_plain(a.get('text'))}' and '{_plain(b.get('text'))}' are drawn over one "
                            "another: shorten them, move one, or make the figure wider")
+    for a, (left, right, _t, _b) in labels:
+        if left < -2 or right > width + 2:
+            side = "right" if right > width + 2 else "left"
+            out.append(f"the label '{_plain(a.get('text'))}' runs past the figure's {side} edge and is cut: move it "
+                       "inside, or shorten it")
     out += _crowded_categories(d, axes, plot_w)
     return out
 

@@ -176,15 +176,41 @@ class ServingSweep:
                                      line=dict(color=color)), row=1, col=1)
             fig.add_trace(go.Scatter(x=xs, y=[p.img_per_s for p in pts], name=name, legendgroup=name,
                                      showlegend=False, line=dict(color=color)), row=1, col=2)
-        fig.update_xaxes(type="log", title_text="batch size")
-        fig.update_yaxes(type="log")
-        fig.update_yaxes(title_text="ms", row=1, col=1)
-        fig.update_yaxes(title_text="img/s", row=1, col=2)
+        batches = sorted({p.batch for p in self.points})
+        # ticked at the batch sizes measured, upright: 1-2-5 ticks over three decades crowd a half-width panel
+        fig.update_xaxes(type="log", title_text="batch size", tickmode="array", tickvals=batches,
+                         ticktext=[str(b) for b in batches], tickangle=0)
+        # room above the target for its label, under the panel's title
+        for col, values in ((1, [p.p99_ms for p in self.points] + ([p99_target_ms * 1.6] if p99_target_ms else [])),
+                            (2, [p.img_per_s for p in self.points])):
+            values = [v for v in values if v and v > 0]
+            if values:  # framed by labelled ticks: the highest point has a tick above it (36k under a "50k")
+                lo, hi = _enclosing_ticks(min(values), max(values))
+                fig.update_yaxes(type="log", range=[math.log10(lo), math.log10(hi)], row=1, col=col)
+        fig.update_yaxes(type="log", title_text="ms", row=1, col=1)
+        fig.update_yaxes(type="log", title_text="img/s", row=1, col=2)
         figure_check.readable_log_axes(fig)  # 1, 2, 5, 10 ... 10k, not plotly's bare "2" and "5"
-        if p99_target_ms is not None:  # its label at the target's log10: on a log axis a label's y is an exponent
+        fig.update_xaxes(tickmode="array", tickvals=batches, ticktext=[str(b) for b in batches])
+        if p99_target_ms is not None:  # its label at the target's log10: on a log axis a label's y is an exponent;
+            # at the panel's left, where batch 1's calls sit far below any target (its right edge meets the next
+            # panel's axis title)
             figure_check.log_marker(fig, y=p99_target_ms, text=f"target {p99_target_ms:g} ms", row=1, col=1)
-        fig.update_layout(title=f"Serving the reference network at {self.image_size}²<br><sup>{self.device}</sup>", height=420)
+            fig.layout.annotations[-1].update(x=0, xanchor="left")
+        fig.update_layout(title=f"Serving the reference network at {self.image_size}²<br><sup>{self.device}</sup>",
+                          height=480, legend=dict(orientation="h", y=-0.22), margin=dict(b=110))
         return fig
+
+
+def _enclosing_ticks(lo: float, hi: float) -> tuple[float, float]:
+    """The 1-2-5 values just at or below ``lo`` and at or above ``hi``: a log axis that starts and ends on a tick."""
+    def steps(e: int) -> list[float]:
+        return [m * 10.0 ** e for m in (1, 2, 5)]
+
+    below = max(v for e in range(math.floor(math.log10(lo)) - 1, math.floor(math.log10(lo)) + 1)
+                for v in steps(e) if v <= lo * (1 + 1e-9))
+    above = min(v for e in range(math.floor(math.log10(hi)), math.floor(math.log10(hi)) + 2)
+                for v in steps(e) if v >= hi * (1 - 1e-9))
+    return below, above
 
 
 def _prepare(model: nn.Module, variant: ServingVariant, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:

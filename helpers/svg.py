@@ -38,11 +38,15 @@ class Series:
 class _Scale:
     """Maps data to pixels along one axis, linear or log10, with round ticks."""
 
-    def __init__(self, lo: float, hi: float, a: float, b: float, log: bool = False) -> None:
+    def __init__(self, lo: float, hi: float, a: float, b: float, log: bool = False, pad: tuple[float, float] = (0, 0)):
+        """``pad``: room added below ``lo`` and above ``hi``, as shares of the span (in log10 on a log scale), so a
+        point at the end of the data is drawn whole inside the frame, not halved by it."""
         if log:
             lo, hi = math.log10(max(lo, 1e-30)), math.log10(max(hi, 1e-30))
         if hi <= lo:
             hi = lo + 1.0
+        span = hi - lo
+        lo, hi = lo - pad[0] * span, hi + pad[1] * span
         self.lo, self.hi, self.a, self.b, self.log = lo, hi, a, b, log
 
     def __call__(self, v: float) -> float:
@@ -62,6 +66,13 @@ class _Scale:
                 break
         first = math.ceil(self.lo / step) * step
         return [first + i * step for i in range(int((self.hi - first) / step + 1e-9) + 1)]
+
+
+def _tick_labels(ticks: list[float]) -> list[str]:
+    """One style per axis: where it reaches 10,000, every tick from 1,000 on reads 1k, 2k, 5k, 10k (as the notebooks'
+    charts do), not "5,000" beside "10k"; below that, 1,000 and 5,000."""
+    thousands = any(abs(t) >= 1e4 for t in ticks)
+    return [figure_check.short_number(t) if thousands and abs(t) >= 1e3 else _num(t) for t in ticks]
 
 
 def _num(v: float) -> str:
@@ -90,14 +101,15 @@ def _axes(xs: _Scale, ys: _Scale | None, x_label: str, y_label: str, left: int, 
           bottom: int) -> list[str]:
     """The frame, grid lines and tick labels (``ys`` None: no y ticks, the rows are named instead), axis labels."""
     out = [f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>']
-    for t in xs.ticks():
+    for t, text in zip(xs.ticks(), _tick_labels(xs.ticks())):
         x = xs(t)
         out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#eee"/>'
-                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT}>{_num(t)}</text>')
-    for t in ys.ticks() if ys is not None else []:
+                   f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT}>{text}</text>')
+    y_ticks = ys.ticks() if ys is not None else []
+    for t, text in zip(y_ticks, _tick_labels(y_ticks)):
         y = ys(t)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" {_FONT}>{_num(t)}</text>')
+                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" {_FONT}>{text}</text>')
     out.append(f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" {_FONT}>{_esc(x_label)}</text>'
                f'<text x="14" y="{(top + bottom) / 2:.0f}" text-anchor="middle" {_FONT} '
                f'transform="rotate(-90 14 {(top + bottom) / 2:.0f})">{_esc(y_label)}</text>')
@@ -124,8 +136,11 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
     left, top, right, bottom = 56, 28, width - 280, height - 40
     ys_all = [y for _, y in pts] + ([hline[0]] if hline else [])
     lo_y = y_min if y_min is not None else min(ys_all)
-    xs = _Scale(min(x for x, _ in pts), max(x for x, _ in pts), left, right, x_log)
-    ys = _Scale(lo_y, max(ys_all) * (1.05 if not y_log else 1.5), bottom, top, y_log)
+    dots = len(pts) <= 12 * len(series)  # few points get a dot each: room for the dots at the data's ends
+    edge = 0.04 if dots else 0.0
+    xs = _Scale(min(x for x, _ in pts), max(x for x, _ in pts), left, right, x_log, pad=(edge, edge))
+    ys = _Scale(lo_y, max(ys_all) * (1.05 if not y_log else 1.5), bottom, top, y_log,
+                pad=(edge if y_min is None else 0.0, 0.0))
     body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
     legend = []
     for i, s in enumerate(series):

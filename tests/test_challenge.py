@@ -247,8 +247,8 @@ def test_reflection_names_the_change_that_paid_most_and_what_to_try_next(session
     assert reflection([*runs, refused], None, session).paid_most.startswith("data paid the most")  # refused: not counted
     k = step_roofline(_StepProfile(), models.ReferenceCNN(16), image_size=16, batch=2)
     r = reflection(runs, k, session)
-    assert r.biggest_bottleneck.startswith("convolutions take 38% of the final step's kernel time (8 ms per step)")
-    assert "elementwise 25%" in r.try_next
+    assert r.biggest_bottleneck.startswith("convolutions take 3.00 ms per step, 37.5% of the final step's kernel time (8.00 ms)")
+    assert "elementwise 25.0%" in r.try_next
     with pytest.raises(ValueError, match="compares runs"):
         reflection(runs[:1], None, session)
 

@@ -145,9 +145,11 @@ REFUSED = [  # (what is wrong, the reason the message must give); each is sealed
     (dict(figures={"img_per_s": float("inf")}), r"img_per_s=inf is outside what a run can measure"),
     (dict(figures={"speedup": 0.0}), r"speedup=0 is outside what a run can measure"),
     (dict(figures={"loss": 0.1}), r"unknown figures \['loss'\]; the leaderboard keeps"),
-    (dict(figures={"speedup": 40.0}), r"speedup=40 does not agree with img_per_s ÷ baseline_img_per_s = 9,000 ÷ 500 "
-                                      r"= 18; figures typed or edited by hand are never ranked"),
-    (dict(figures={"mfu_pct": 90.0}), r"mfu_pct=90 does not agree with 100 × speedup ÷ speedup_bound = 30"),
+    (dict(figures={"speedup": 40.0}), r"its speed-up, 40×, does not agree with its img/s over the baseline's: "
+                                      r"9,000 ÷ 500 = 18×; figures typed or edited by hand are never ranked"),
+    (dict(figures={"speedup": 18.001}), r"its speed-up, 18.001×, does not agree with .* = 18×"),  # all it takes
+    (dict(figures={"mfu_pct": 90.0}), r"its MFU, 90%, does not agree with 100 × its speed-up ÷ the most a run "
+                                      r"could gain: 100 × 18 ÷ 60 = 30%"),
     (dict(checks={"same_function": False}), r"'fused pool' was not ranked: the harness did not pass it "
                                             r"\(same_function: the model's outputs match"),
     (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse: .*no worse than the "

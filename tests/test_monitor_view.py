@@ -236,3 +236,21 @@ def test_the_x_axis_shows_the_span_the_phase_labels_were_planned_on():
     fig = monitor_view.build_figure(rec, title="CPU monitor (no GPU here): my run")
     assert tuple(fig.layout.xaxis.range) == (0.0, 20.0)
     assert figure_check.problems(fig) == []
+
+
+def test_a_short_phase_at_the_end_keeps_its_long_label_inside_the_figure():
+    """06's monitor of the learner's run: 'my run: profiled (after judging)', a short last phase, was centred over
+    its band and cut at the figure's right edge."""
+    from helpers import figure_check
+
+    samples = [dict(t_s=k * 0.1, gpu=0, util_pct=90.0, power_w=500.0, sm_clock_mhz=1980.0) for k in range(61)]
+    phases = [dict(name="my run: measured", start_s=0.0, end_s=5.6),
+              dict(name="my run: profiled (after judging)", start_s=5.6, end_s=6.0)]
+    fig = monitor_view.build_figure(MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples,
+                                                  phases=phases))
+    assert figure_check.problems(fig) == []
+    label = next(a for a in fig.layout.annotations if a.text == phases[1]["name"])
+    assert label.x < (5.6 + 6.0) / 2  # moved in from its band's middle, towards the plot
+    shifted = fig.to_plotly_json()
+    next(a for a in shifted["layout"]["annotations"] if a["text"] == phases[1]["name"])["x"] = 5.8
+    assert any("runs past the figure's right edge" in p for p in figure_check.problems(shifted))

@@ -44,7 +44,11 @@ def test_log_axes_tick_at_round_values():
     root = _parse(svg.line_chart([svg.Series("img/s", [0, 1, 2], [800, 9000, 21000])], title="t", x_label="s",
                                  y_label="img/s", y_log=True))
     ticks = {t.text for t in root.iter(f"{NS}text")}
-    assert {"1,000", "10k", "20k"} <= ticks and not any("e" in t and t[0].isdigit() for t in ticks)
+    assert {"1k", "10k", "20k"} <= ticks and not any("e" in t and t[0].isdigit() for t in ticks)
+    assert not any("," in t for t in ticks)  # one style on an axis: not "5,000" beside "10k"
+    root = _parse(svg.line_chart([svg.Series("img/s", [0, 1], [800, 6000])], title="t", x_label="s", y_label="img/s",
+                                 y_log=True))
+    assert "1,000" in {t.text for t in root.iter(f"{NS}text")}  # below 10,000 thousands read whole
 
 
 def test_bars_timeline_and_roofline_draw_one_shape_per_item():
@@ -72,3 +76,15 @@ def test_a_roofline_label_near_the_right_edge_turns_left_and_the_rate_takes_its_
 def test_bars_write_their_values_as_the_caller_rounds_them():
     bars = _parse(svg.bar_chart(["a"], [0.8012], title="MFU", unit="%", fmt=lambda v: f"{v:.1f}"))
     assert "0.8%" in {t.text for t in bars.iter(f"{NS}text")}
+
+
+def test_dots_at_the_ends_of_the_data_are_drawn_whole_inside_the_frame():
+    """The report's p99 chart: the fastest call at batch 1 sat in the frame's corner, its dot halved by the axes."""
+    root = _parse(svg.line_chart([svg.Series("p99", [1, 4, 16, 64, 256], [0.2, 0.3, 0.9, 3.0, 11.0])],
+                                 title="t", x_label="batch", y_label="ms", x_log=True, y_log=True))
+    frame = next(r for r in root.iter(f"{NS}rect") if r.get("fill") == "none")
+    x0, y0 = float(frame.get("x")), float(frame.get("y"))
+    x1, y1 = x0 + float(frame.get("width")), y0 + float(frame.get("height"))
+    dots = [(float(c.get("cx")), float(c.get("cy")), float(c.get("r"))) for c in root.iter(f"{NS}circle")]
+    assert len(dots) == 5
+    assert all(x0 + r <= x <= x1 - r and y0 + r <= y <= y1 - r for x, y, r in dots)

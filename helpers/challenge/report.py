@@ -79,7 +79,8 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
     if kernels is not None and kernels.points and not final.bounded:  # no roof to measure the kernels against
         shares = {**kernels.shares, **kernels.unplaced}
         top, share = max(shares.items(), key=lambda kv: kv[1])
-        bottleneck = (f"{top} take {share:.0f}% of the final step's time ({kernels.step_kernel_ms:.3g} ms per step; "
+        bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "
+                      f"{tables.percent(share)}% of the final step's time ({tables.sig(kernels.step_kernel_ms)} ms; "
                       "on a CPU the profile times PyTorch's ops).")
         try_next = (f"Run it on a GPU: how far each kind of work is from its roof is {bench.NOT_A_BOUND}.")
     elif kernels is not None and kernels.points:
@@ -88,10 +89,12 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         where = ""
         if top in kernels.shares:
             p = next(p for p in kernels.points if p.name == top)
-            where = (f", at {100 * p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0f}% of the roof "
-                     f"there ({p.bound(ceil)}-bound)")
-        bottleneck = (f"{top} take {share:.0f}% of the final step's kernel time ({kernels.step_kernel_ms:.3g} ms per "
-                      f"step){where}.")
+            where = (f", at {tables.percent(100 * p.achieved_tflops / attainable_tflops(p.intensity, ceil))}% of "
+                     f"the roof there ({p.bound(ceil)}-bound)")
+        # the group's own time per step, as the table beside it gives it, and its share of all kernel time
+        bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "
+                      f"{tables.percent(share)}% of the final step's kernel time "
+                      f"({tables.sig(kernels.step_kernel_ms)} ms){where}.")
         # What each group would save at its roof: its time now minus the least time its FLOPs and bytes allow
         savings = []
         for p in kernels.points:
@@ -100,7 +103,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         save, p = max(savings, key=lambda s: s[0])
         step = final.step_ms
         mfu_then = final.mfu_pct * step / max(step - save, 1e-9)
-        unplaced = ", ".join(f"{k} {v:.0f}%" for k, v in kernels.unplaced.items() if v >= 1)
+        unplaced = ", ".join(f"{k} {tables.percent(v)}%" for k, v in kernels.unplaced.items() if v >= 1)
         try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {tables.sig(step)} ms step, "
                     f"which would lift MFU to at most {tables.percent(mfu_then)}%."
                     + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."

@@ -193,11 +193,24 @@ def _agree(who: str, f: Mapping[str, float | None]) -> None:
     base, bound = f["baseline_img_per_s"], f["speedup_bound"]
     tail = "figures typed or edited by hand are never ranked: judge the run with the harness."
     if base is not None and not math.isclose(speedup, img / base, rel_tol=_REL_TOL):
-        raise EntryRefused(f"{who}: speedup={_num(speedup)} does not agree with img_per_s ÷ baseline_img_per_s = "
-                           f"{_num(img)} ÷ {_num(base)} = {_num(img / base)}; {tail}")
+        given, derived = _apart(speedup, img / base)
+        raise EntryRefused(f"{who}: its speed-up, {given}×, does not agree with its img/s over the baseline's: "
+                           f"{_apart(img, img)[0]} ÷ {_apart(base, base)[0]} = {derived}×; {tail}")
     if bound is not None and not math.isclose(mfu, 100 * speedup / bound, rel_tol=_REL_TOL):
-        raise EntryRefused(f"{who}: mfu_pct={_num(mfu)} does not agree with 100 × speedup ÷ speedup_bound = "
-                           f"{_num(100 * speedup / bound)} (both are img/s over the ceiling); {tail}")
+        given, derived = _apart(mfu, 100 * speedup / bound)
+        raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its speed-up ÷ the most a run could "
+                           f"gain: 100 × {_apart(speedup, speedup)[0]} ÷ {_apart(bound, bound)[0]} = {derived}% (both "
+                           f"are img/s over the ceiling); {tail}")
+
+
+def _apart(given: float, derived: float) -> tuple[str, str]:
+    """Two figures with as few significant figures as tell them apart, three at least (29.3 and 32.9, not 29.3193 and
+    32.9133; 30.0001 and 30.0004 where that is the whole difference); thousands separated."""
+    for digits in range(3, 9):
+        a, b = f"{given:,.{digits}g}", f"{derived:,.{digits}g}"
+        if a != b:
+            return a, b
+    return f"{given:,.9g}", f"{derived:,.9g}"
 
 
 def configuration_of(config: Any) -> str:

@@ -13,7 +13,7 @@ import errno
 from pathlib import Path
 from typing import Any
 
-from .record import MonitorRecord
+from .record import ROLLING_S, MonitorRecord, RollingRate, rolling_img_per_s
 
 __all__ = ["PrometheusExporter", "write_tensorboard", "METRIC_HELP"]
 
@@ -57,7 +57,12 @@ class PrometheusExporter:
         }
         self._steps = pc.Counter("train_steps", "training steps seen by the monitor", registry=self.registry)
         self._images = pc.Counter("train_images", "training images seen by the monitor", registry=self.registry)
-        self._img_per_s = pc.Gauge("train_images_per_second", "throughput of the last step", registry=self.registry)
+        # images over the last second of wall time, as the monitor's plot draws it: one asynchronous step's
+        # images over its host time spikes far above what the GPU trains
+        self._rate = RollingRate()
+        self._img_per_s = pc.Gauge("train_images_per_second",
+                                   f"images trained over the last {ROLLING_S:g} s of wall time (since the first step "
+                                   "until that much has passed)", registry=self.registry)
         try:
             self._server, self._thread = pc.start_http_server(port, addr=addr, registry=self.registry)
         except OSError as e:
@@ -80,8 +85,9 @@ class PrometheusExporter:
     def on_step(self, row: dict[str, Any]) -> None:
         self._steps.inc()
         self._images.inc(row["images"])
-        if row.get("img_per_s") is not None:
-            self._img_per_s.set(row["img_per_s"])
+        point = self._rate.add(row["t_s"], row.get("images") or 0) or self._rate.so_far()
+        if point is not None:
+            self._img_per_s.set(point[1])
 
     def close(self) -> None:
         self._server.shutdown()
@@ -104,9 +110,8 @@ def write_tensorboard(record: MonitorRecord, log_dir: str | Path) -> Path:
             for key, (name, _text) in METRIC_HELP.items():
                 if s.get(key) is not None:
                     writer.add_scalar(f"{tag_gpu}/{name}", s[key], step)
-        for s in record.steps:
-            if s.get("img_per_s") is not None:
-                writer.add_scalar("train/images_per_second", s["img_per_s"], int(round(s["t_s"] * 1000)))
+        for t, ips in zip(*rolling_img_per_s(record.steps)):  # images over the last second, as the plot shows
+            writer.add_scalar("train/images_per_second", ips, int(round(t * 1000)))
     finally:
         writer.close()
     return log_dir

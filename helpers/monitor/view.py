@@ -180,16 +180,20 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     # the span the x axis shows (set by _apply): labels planned on another span would land closer than planned
     hi = max(t_end, max((end for _n, _s, end in bands), default=0.0)) if hi is None else hi
     span = max(hi - lo, 1e-9)
-    spans = []
+    spans, centres = [], []
     for name, start, end in bands:
         mid = ((start + end) / 2 - lo) / span * plot_w
         half = figure_check.text_width(name, 10) / 2 + 4  # the label's half width at font size 10, and a little room
+        # a short phase at either end of the run keeps its label over the plot, not cut at the figure's edge
+        # (06's "my run: profiled (after judging)"): moved in as far as it must, so it still starts over its band
+        mid = min(max(mid, half), max(plot_w - half, half))
         spans.append((mid - half, mid + half))
+        centres.append(lo + mid / plot_w * span)
     rows = figure_check.label_rows(spans)
     margin.t = 70 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
     plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
-    labels = [dict(x=(start + end) / 2, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name,
-                   showarrow=False, font=dict(size=10), yanchor="bottom") for (name, start, end), row in zip(bands, rows)]
+    labels = [dict(x=x, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
+                   font=dict(size=10), yanchor="bottom") for (name, _start, _end), x, row in zip(bands, centres, rows)]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
 
