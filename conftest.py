@@ -22,6 +22,7 @@ import pytest
 
 _KEEP = os.environ.get("HELPERS_EXECUTED_DIR")
 _spans: dict[str, list[float]] = {}
+_figures: dict[str, int] = {}  # notebook → plotly figures its cells showed, each checked by helpers.figure_check
 _cells: dict[str, list[dict]] = {}
 _notebooks: dict[str, object] = {}
 
@@ -107,6 +108,9 @@ def pytest_runtest_call(item):
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()
         key = str(item.parent.path)
+        shown = [o for o in getattr(item, "test_outputs", None) or []
+                 if isinstance(o.get("data", {}).get("application/vnd.plotly.v1+json"), dict)]
+        _figures[key] = _figures.get(key, 0) + len(shown)
         span = _spans.setdefault(key, [start, start])
         span[1] = end
         _cells.setdefault(key, []).append({"cell": item.cell.get("id") or str(item.cell_num),
@@ -118,9 +122,10 @@ def pytest_runtest_call(item):
 
 
 def timings() -> dict[str, dict]:
-    """``{notebook: {"run_s", "passed", "cells": [{"cell", "s", "first_line", "passed"}, ...]}}`` of this session."""
+    """``{notebook: {"run_s", "passed", "figures_checked", "cells": [{"cell", "s", "first_line", "passed"}, ...]}}`` of
+    this session."""
     return {Path(k).stem: {"run_s": round(end - start, 2), "passed": all(c["passed"] for c in _cells.get(k, [])),
-                           "cells": _cells.get(k, [])}
+                           "figures_checked": _figures.get(k, 0), "cells": _cells.get(k, [])}
             for k, (start, end) in _spans.items()}
 
 
@@ -131,7 +136,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("notebook run times")
     for name, t in timings().items():
         slowest = sorted(t["cells"], key=lambda c: -c["s"])[:3]
-        write(f"{name:22s} {t['run_s']:7.1f} s   slowest cells: "
+        write(f"{name:22s} {t['run_s']:7.1f} s   {t['figures_checked']:2d} figures checked   slowest cells: "
               + "; ".join(f"{c['s']:.1f} s [{c['cell']}] {c['first_line'][:40]}" for c in slowest))
 
 

@@ -72,13 +72,16 @@ def load(path: str | Path) -> dict:
 
 
 def figures_from(timings: dict) -> dict[str, float]:
-    """``run_s_<notebook>`` and ``max_cell_s_<notebook>`` for every notebook whose cells all passed."""
+    """``run_s_<notebook>``, ``max_cell_s_<notebook>`` and ``figures_checked_<notebook>`` (the plotly figures its cells
+    showed, each checked by ``helpers.figure_check``) for every notebook whose cells all passed."""
     out: dict[str, float] = {}
     for name, t in timings["notebooks"].items():
         if not t.get("passed", True) or not t["cells"]:
             continue  # a failed run's time is not the notebook's time
         out[f"run_s_{name}"] = float(t["run_s"])
         out[f"max_cell_s_{name}"] = max(float(c["s"]) for c in t["cells"])
+        if "figures_checked" in t:
+            out[f"figures_checked_{name}"] = int(t["figures_checked"])
     return out
 
 

@@ -13,7 +13,7 @@ nt = sys.modules.setdefault("notebook_times", importlib.util.module_from_spec(_s
 _spec.loader.exec_module(nt)
 
 TIMINGS = {"scale": "full", "notebooks": {
-    "00_setup": {"run_s": 20.0, "passed": True, "cells": [
+    "00_setup": {"run_s": 20.0, "passed": True, "figures_checked": 3, "cells": [
         {"cell": "00-02", "s": 4.0, "first_line": "import time", "passed": True},
         {"cell": "00-11", "s": 9.5, "first_line": "ceil = bench.measure_ceilings()", "passed": True}]},
     "02_dataloader": {"run_s": 320.0, "passed": True, "cells": [
@@ -26,8 +26,8 @@ TIMINGS = {"scale": "full", "notebooks": {
 
 def test_figures_name_each_notebook_and_leave_out_failed_runs():
     figs = nt.figures_from(TIMINGS)
-    assert figs == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5,
-                    "run_s_02_dataloader": 320.0, "max_cell_s_02_dataloader": 120.0}
+    assert figs == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5, "figures_checked_00_setup": 3,
+                    "run_s_02_dataloader": 320.0, "max_cell_s_02_dataloader": 120.0}  # 02: a run before the count
 
 
 def test_the_slowest_cells_come_with_their_first_line():
@@ -85,7 +85,8 @@ def test_record_writes_the_figures_and_the_readme_table(monkeypatch):
     smoke = {"scale": "smoke", "cpu_capability": "AVX512", "notebooks": {"00_setup": TIMINGS["notebooks"]["00_setup"]}}
     path = nt.record(smoke)
     assert path == results.results_dir() / nt.SMOKE  # the test's own results folder (tests/conftest.py)
-    assert results.load(path)["figures"] == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5}
+    assert results.load(path)["figures"] == {"run_s_00_setup": 20.0, "max_cell_s_00_setup": 9.5,
+                                                  "figures_checked_00_setup": 3}
     assert rewritten == [True]
     for capability in ("AVX2", "AVX512 (oneDNN ≤ AVX2)"):  # an AVX2-only CPU, real or made by the two settings
         path = nt.record({**smoke, "cpu_capability": capability})
