@@ -85,11 +85,15 @@ def times(v: float, digits: int = 3) -> str:
 def percent(p: float) -> str:
     """A percentage (already ×100): one decimal from 1 % on, two significant figures below.
 
-    >>> percent(73.8051), percent(0.5646), percent(100.0)
-    ('73.8', '0.56', '100.0')
+    >>> percent(73.8051), percent(0.5646), percent(100.0), percent(1502.04)
+    ('73.8', '0.56', '100.0', '1,502')
+
+    From 1,000 % on (a share of a CPU's stand-in ceiling can pass it), whole and thousands separated.
     """
     if p == 0:
         return "0"
+    if abs(p) >= 1000:
+        return f"{p:,.0f}"
     return f"{p:.1f}" if abs(p) >= 1 else sig(p, 2)
 
 

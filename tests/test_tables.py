@@ -33,6 +33,9 @@ def test_sig_gives_the_figures_asked_for(value, digits, shown):
 def test_percent_and_whole():
     assert tables.percent(73.8051) == "73.8" and tables.percent(0.5646) == "0.56" and tables.percent(0) == "0"
     assert tables.whole(14922.867803) == "14,923"
+    # a share of a CPU's stand-in roof can pass 1,000%: it reads as a number, not as "1502.0"
+    assert tables.percent(1502.04) == "1,502" and tables.unreadable_cells(
+        tables.readable(__import__("pandas").DataFrame({"share of roof %": [1502.04, 99.5]}))._repr_html_()) == []
 
 
 @pytest.mark.parametrize("spread, digits", [(0.05, 4), (0.5, 3), (5.0, 2), (37.4, 2), (None, 3), (float("nan"), 3)])
