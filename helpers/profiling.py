@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import cProfile
 import dataclasses
+import functools
 import json
 import pstats
 import tempfile
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
+from torch.autograd import DeviceType
 
 __all__ = [
     "ProfileResult",
@@ -134,6 +136,8 @@ class ProfileResult:
     _trace: list[dict] | None = dataclasses.field(default=None, repr=False)
     _raw_trace: bytes | None = dataclasses.field(default=None, repr=False)
     untimed_events: int = 0  # events of the trace without a timestamp, left out of trace_events() (set when read)
+    # names of the GPU work in the trace, the warm-up steps' included (set when read)
+    _gpu_names: set[str] = dataclasses.field(default_factory=set, repr=False)
 
     # -- tables -------------------------------------------------------------------------------
     def top_ops(self, n: int = 10, *, sort_by: str = "auto") -> "pandas.DataFrame":  # noqa: F821
@@ -144,16 +148,26 @@ class ProfileResult:
         """
         import pandas as pd
 
+        # key_averages() counts the GPU work the warm-up steps launched too (their CPU side is dropped, their
+        # kernels are not): a kernel's row takes its calls and time from the trace's kernels launched inside the
+        # profiled steps, as top_kernels() does, and a kernel launched only in the warm-up has no row
+        in_steps = self._gpu_work_in_steps()
         rows = []
         for e in self.prof.key_averages():
             if e.key.startswith("ProfilerStep"):  # the step markers ("ProfilerStep#3", "ProfilerStep*"): not ops
                 continue
+            calls = e.count
             dev_self = getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0.0))
             dev_total = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))
+            if getattr(e, "device_type", DeviceType.CPU) != DeviceType.CPU and e.key in self._gpu_names:
+                if e.key not in in_steps:
+                    continue
+                calls, dev_self = in_steps[e.key]
+                dev_total = dev_self
             rows.append(
                 {
                     "op": e.key if len(e.key) <= 90 else e.key[:87] + "...",  # kernels' C++ names run to hundreds
-                    "calls": e.count,
+                    "calls": calls,
                     "self_cpu_ms": e.self_cpu_time_total / 1e3,
                     "cpu_total_ms": e.cpu_time_total / 1e3,
                     "self_device_ms": dev_self / 1e3,
@@ -192,6 +206,15 @@ class ProfileResult:
                  "source": source} for name, v in agg.items()]
         df = pd.DataFrame(rows, columns=["kernel", "kind", "calls", "total_us", "mean_us", "share", "source"])
         return df.sort_values("total_us", ascending=False).head(n).reset_index(drop=True)
+
+    def _gpu_work_in_steps(self) -> dict[str, tuple[int, float]]:
+        """Per name of GPU work (kernel, copy, memset) launched inside the profiled steps: its calls and µs."""
+        out: dict[str, tuple[int, float]] = {}
+        for e in self.trace_events():
+            if e["cat"] in GPU_CATEGORIES:
+                calls, us = out.get(e["name"], (0, 0.0))
+                out[e["name"]] = (calls + 1, us + float(e["dur"]))
+        return out
 
     def kind_shares(self) -> dict[str, float]:
         """Share (%) of the profiled GPU time per kind of kernel (convolution, GEMM, pooling, elementwise, …),
@@ -233,6 +256,9 @@ class ProfileResult:
             trace = [e for e in trace if e.get("ts")]
             for e in trace:
                 e["cat"] = str(e["cat"]).lower()
+                if e["cat"] in GPU_CATEGORIES:  # named as key_averages() names it: the trace keeps a few mangled
+                    e["name"] = _demangled(str(e["name"]))  # ("_ZN17cutlass__5x_cudnn6Kernel…", one of cuDNN's)
+            self._gpu_names = {e["name"] for e in trace if e["cat"] in GPU_CATEGORIES}
             self._trace = _launched_in_active_steps(trace)
         return self._trace
 
@@ -324,6 +350,12 @@ class ProfileResult:
             margin=dict(l=10, r=10, t=50, b=40),
         )
         return fig
+
+
+@functools.lru_cache(maxsize=None)
+def _demangled(name: str) -> str:
+    """``name`` demangled as ``torch.profiler`` demangles it for ``key_averages()`` (a name already readable stays)."""
+    return torch._C._demangle(name) if len(name) > 1 else name
 
 
 def _launched_in_active_steps(events: list[dict]) -> list[dict]:

@@ -1,7 +1,9 @@
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.autograd import DeviceType
 
 from helpers import profiling
 
@@ -85,6 +87,47 @@ def test_warm_up_kernels_are_not_counted_as_the_active_steps():
     assert kept == ["k", "g1", "g2"]
     assert res.kernel_stats().kernels_per_step == 3
     assert set(res.top_kernels(10).kernel) == {"k", "g1", "g2"}
+
+
+def test_top_ops_counts_the_kernels_of_the_profiled_steps_as_top_kernels_does():
+    # key_averages() counts the kernels the warm-up steps launched too (on an H100: a pooling kernel at 12 calls in
+    # top_ops, 9 in top_kernels): its kernel rows must agree with the trace's kernels launched inside a step.
+    # "_ZN3foo3barEv" is a kernel whose name the trace keeps mangled while key_averages demangles it.
+    cuda, cpu = DeviceType.CUDA, DeviceType.CPU
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "dur": 1, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 5, "dur": 10, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "warm_only", "ts": 6, "dur": 4, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "_ZN3foo3barEv", "ts": 7, "dur": 2, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 20, "dur": 40},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "ts": 20, "dur": 5},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 21, "dur": 2, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 25, "dur": 3, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "_ZN3foo3barEv", "ts": 30, "dur": 6, "args": {"correlation": 2}},
+    ]
+
+    def row(key, count, device_us, device_type, cpu_us=0.0):
+        return SimpleNamespace(key=key, count=count, self_cpu_time_total=cpu_us, cpu_time_total=cpu_us,
+                               self_device_time_total=device_us, device_time_total=device_us, device_type=device_type)
+
+    averages = [row("ProfilerStep*", 1, 0.0, cpu, 40.0),
+                row("aten::relu", 1, 3.0, cpu, 5.0),            # a CPU op: kept as it is
+                row("forward", 1, 45.0, cuda),                  # the GPU's side of an annotation, not in the trace
+                row("k", 2, 13.0, cuda),                        # 10 µs of it launched in the warm-up step
+                row("warm_only", 1, 4.0, cuda),                 # launched only in the warm-up step
+                row("foo::bar()", 2, 8.0, cuda)]
+    res = profiling.ProfileResult(prof=SimpleNamespace(key_averages=lambda: averages), active_steps=1,
+                                  _raw_trace=json.dumps({"traceEvents": events}).encode())
+    ops = res.top_ops(10).set_index("op")
+    kernels = res.top_kernels(10).set_index("kernel")
+    assert set(kernels.index) == {"k", "foo::bar()"}  # the trace's kernel names read as key_averages reads them
+    for name in kernels.index:
+        assert ops.loc[name, "calls"] == kernels.loc[name, "calls"] == 1
+        assert ops.loc[name, "self_device_ms"] == ops.loc[name, "device_total_ms"] == kernels.loc[name, "total_us"] / 1e3
+    assert "warm_only" not in ops.index
+    assert ops.loc["aten::relu"].tolist() == [1, 0.005, 0.005, 0.003, 0.003]
+    assert ops.loc["forward", "calls"] == 1 and ops.loc["forward", "self_device_ms"] == 0.045
+    assert list(ops.index[:2]) == ["forward", "foo::bar()"]  # sorted by the kernels' own times
 
 
 def test_events_without_a_timestamp_are_left_out_and_the_kernels_kept_by_their_start():
