@@ -37,9 +37,13 @@ __all__ = [
     "python_hotspots",
     "intervals_union_us",
     "kernel_kind",
+    "TIMELINE_COLORS",
 ]
 
 _TIMELINE_ORDER = ("annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU copies")
+#: One colour per timeline row, in the notebooks' plotly timelines and the challenge report's SVG one alike.
+TIMELINE_COLORS = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
+                   "GPU kernels": "#2ca02c", "GPU copies": "#d62728"}
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 _ROWS = {  # trace category → timeline row
     "user_annotation": "annotations",
@@ -323,8 +327,6 @@ class ProfileResult:
             fig.update_layout(title=title + " (no events recorded)")
             return fig
         order = list(_TIMELINE_ORDER)
-        colors = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
-                  "GPU kernels": "#2ca02c", "GPU copies": "#d62728"}
         for row, items in rows.items():
             if not items:
                 continue
@@ -335,7 +337,10 @@ class ProfileResult:
                     base=[start for start, _, _ in items],
                     orientation="h",
                     name=row,
-                    marker_color=colors[row],
+                    # opaque and without an outline: at full scale a row is thousands of bars narrower than the
+                    # template's pale outline, which would wash the colour out
+                    marker=dict(color=TIMELINE_COLORS[row], line_width=0),
+                    opacity=1,
                     hovertext=[name[:80] for _, _, name in items],
                     hovertemplate="%{hovertext}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>",
                 )

@@ -24,13 +24,22 @@ from torch import nn
 from . import bench, env, figure_check, tables
 from .bench import Ceilings
 
-__all__ = ["KIND_COLORS", "RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
+__all__ = ["KIND_COLORS", "kind_colors", "RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
            "roofline_figure", "conv_layouts", "shares_of_roof"]
 
 
 #: One colour per kind of op, on every roofline (03's ops, 06's step): a kind keeps its colour from one to the next.
 KIND_COLORS = {"convolution": "#1f77b4", "GEMM": "#d62728", "elementwise": "#2ca02c", "pooling": "#ff7f0e"}
 _MORE_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]  # kinds not in the map, in order of name
+
+
+def kind_colors(kinds) -> dict[str, str]:
+    """A colour for each of ``kinds``: :data:`KIND_COLORS`' own, then the spare colours in order of name, so every
+    roofline (the notebooks' plotly ones, the challenge report's SVG one) colours a kind alike."""
+    ordered = sorted(set(kinds), key=lambda kd: (kd not in KIND_COLORS, list(KIND_COLORS).index(kd)
+                                                 if kd in KIND_COLORS else 0, kd))
+    more = iter(_MORE_COLORS * len(ordered))
+    return {kd: KIND_COLORS.get(kd) or next(more) for kd in ordered}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,10 +238,8 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     fig.add_trace(go.Scatter(x=xs, y=[k * attainable_tflops(x, ceil) for x in xs], mode="lines", name="roof",
                              line=dict(color="black"),
                              hovertemplate=f"%{{x:.3g}} FLOP/byte → at most %{{y:.3g}} {unit}<extra>roof</extra>"))
-    kinds = sorted({p.kind for p in points}, key=lambda kd: (kd not in KIND_COLORS, list(KIND_COLORS).index(kd)
-                                                                if kd in KIND_COLORS else 0, kd))
-    more = iter(_MORE_COLORS * len(kinds))
-    colors = {kd: KIND_COLORS.get(kd) or next(more) for kd in kinds}
+    colors = kind_colors(p.kind for p in points)
+    kinds = list(colors)
     ys = {id(p): k * (p.achieved_tflops if p.ms is not None else attainable_tflops(p.intensity, ceil)) for p in points}
     # the y axis: from below the lowest point to the flat roof and head room above it, where the ridge's label
     # goes (drawn from the top down, it lay on the flat roof)

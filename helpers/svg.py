@@ -189,9 +189,10 @@ def bar_chart(labels: list[str], values: list[float], *, title: str, unit: str =
 
 
 def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, unit: str = "ms", width: int = 900,
-             max_per_row: int = 3000) -> str:
+             max_per_row: int = 3000, colors: dict[str, str] | None = None) -> str:
     """One band per row; each item (start, duration, name) a box. Hover a box for its name (SVG ``<title>``);
-    only the ``max_per_row`` longest items of a row are drawn (the rest are too short to see)."""
+    only the ``max_per_row`` longest items of a row are drawn (the rest are too short to see). ``colors``: a
+    colour per row name (the palette's, in order, for a row it does not name)."""
     items = [it for r in rows.values() for it in r]
     if not items:
         return _frame(width, 60, title + " (nothing recorded)", [])
@@ -202,7 +203,7 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
     body = _axes(xs, None, f"time ({unit})", "", left, top, right, top + band * len(rows))
     for i, (name, its) in enumerate(rows.items()):
         y = top + band * i
-        color = PALETTE[i % len(PALETTE)]
+        color = (colors or {}).get(name) or PALETTE[i % len(PALETTE)]
         body.append(f'<text x="{left - 6}" y="{y + 17}" text-anchor="end" {_FONT}>{_esc(name)}</text>')
         for s, d, label in sorted(its, key=lambda it: -it[1])[:max_per_row]:
             body.append(f'<rect x="{xs(s):.2f}" y="{y + 4}" width="{max(0.3, xs(s + d) - xs(s)):.2f}" '
@@ -211,9 +212,10 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
 
 
 def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], float], ridge: float, title: str,
-             width: int = 720, height: int = 360, y_unit: str = "TFLOP/s") -> str:
+             width: int = 720, height: int = 360, y_unit: str = "TFLOP/s", colors: Sequence[str] | None = None) -> str:
     """Log-log: the roof (``y_unit`` against FLOP/byte) and each point (label, intensity, achieved rate in
-    ``y_unit``). A point's label sits to its right, or to its left where it would run past the plot's edge."""
+    ``y_unit``). A point's label sits to its right, or to its left where it would run past the plot's edge.
+    ``colors``: one per point (else the palette's, in order)."""
     if not points:
         return _frame(width, 60, title + " (no points)", [])
     left, top, right, bottom = 60, 28, width - 20, height - 40
@@ -230,7 +232,7 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
                 f'stroke-dasharray="2,3"/><text x="{xs(ridge) + 4:.1f}" y="{top + 12}" {_FONT}>ridge '
                 f'{_num(ridge)} FLOP/byte</text>')
     for i, (label, x, y) in enumerate(points):
-        color = PALETTE[(i + 1) % len(PALETTE)]
+        color = colors[i] if colors is not None else PALETTE[(i + 1) % len(PALETTE)]
         dy = -6 if i % 2 == 0 else 14  # labels alternate above and below: neighbours' labels do not overprint
         fits = xs(x) + 7 + figure_check.text_width(label, 11) <= right
         tx, anchor = (xs(x) + 7, "start") if fits else (xs(x) - 7, "end")

@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 import pytest
 import torch
 
-from helpers import bench, env, leaderboard, models, profiling, tables
+from helpers import bench, env, leaderboard, models, profiling, roofline, tables
 from helpers.challenge.accuracy import accuracy_margin, heldout_accuracy
 from helpers.challenge.harness import Submission, judge
 from helpers.challenge.harness import readable_table as harness_readable_table  # report's readable_table differs
@@ -23,6 +23,7 @@ from helpers.kernels.relu_pool_triton import fuse_relu_pool
 from fakes import KernelTableProfile, tiny_challenge, tiny_session
 
 TINY, FAST = tiny_challenge()
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +269,15 @@ def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, base
     for svg_text in re.findall(r"<svg.*?</svg>", page, flags=re.S):
         ElementTree.fromstring(svg_text)  # every chart is well-formed
     assert page.count("<svg") >= 6  # MFU bars, utilisation, img/s, a timeline, the roofline, latency
+    # the timeline and the roofline in the notebooks' colours: a row, and a kind of kernel, keeps its colour
+    charts = {c.get("aria-label"): c for c in map(ElementTree.fromstring, re.findall(r"<svg.*?</svg>", page, flags=re.S))}
+    timeline = next(c for t, c in charts.items() if t.startswith("final: profiled steps"))
+    rows = final.profile.timeline_rows(max_per_row=600)
+    fills = {r.get("fill") for r in timeline.iter(f"{SVG}rect") if r.find(f"{SVG}title") is not None}
+    assert fills == {profiling.TIMELINE_COLORS[row] for row, items in rows.items() if items}
+    roof = next(c for t, c in charts.items() if t.startswith("Roofline of"))
+    by_kind = roofline.kind_colors(p.kind for p in kernels.points)
+    assert [c.get("fill") for c in roof.iter(f"{SVG}circle")] == [by_kind[p.kind] for p in kernels.points]
     for text in ("A. Learner", f"{final.img_per_s:,.0f}", f"{baseline.img_per_s:,.0f}", "The baseline", "Reflection",
                  "The change that paid most", "What to try next", "Within a p99 of 1000 ms", env.today()):
         assert text in page, text

@@ -27,7 +27,8 @@ from pathlib import Path
 from .. import bench, env, results, svg, tables
 from ..inference import ServingSweep
 from ..monitor import ROLLING_S, MonitorRecord, rolling_img_per_s
-from ..roofline import attainable_tflops, ridge_intensity
+from ..profiling import TIMELINE_COLORS
+from ..roofline import attainable_tflops, kind_colors, ridge_intensity
 from .harness import Session, Submission, Verdict, readable_table
 from .step_roofline import StepKernels
 
@@ -269,7 +270,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
             rows = v.profile.timeline_rows(max_per_row=600)
             untimed = (f" ({v.profile.untimed_events} events without a timestamp left out)"
                        if v.profile.untimed_events else "")
-            parts.append(svg.timeline(rows, title=f"{v.name}: profiled steps, CPU and GPU on one time axis{untimed}"))
+            parts.append(svg.timeline(rows, title=f"{v.name}: profiled steps, CPU and GPU on one time axis{untimed}",
+                                      colors=TIMELINE_COLORS))  # the notebooks' timeline colours
     if kernels is not None:
         parts += ["<h2>The final step's kernels on the roofline</h2>", _table(kernels.readable(ceil))]
         if kernels.unplaced:
@@ -277,9 +279,11 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                          "of the step's kernel time: " + _h(", ".join(f"{k} {v:.1f}%" for k, v in
                                                                         kernels.unplaced.items())) + ".</p>")
         per, unit = (1.0, "TFLOP/s") if ceil.matmul_tflops >= 1 else (1e3, "GFLOP/s")  # a CPU's rates in GFLOP/s
+        by_kind = kind_colors(p.kind for p in kernels.points)  # a kind in the notebooks' rooflines' colour
         parts.append(svg.roofline([(p.name, p.intensity, per * p.achieved_tflops) for p in kernels.points],
                                   roof=lambda x: per * attainable_tflops(x, ceil), ridge=ridge_intensity(ceil),
-                                  title=f"Roofline of {ceil.device_name}: the final step's kernels", y_unit=unit))
+                                  title=f"Roofline of {ceil.device_name}: the final step's kernels", y_unit=unit,
+                                  colors=[by_kind[p.kind] for p in kernels.points]))
     if serving is not None and serving.points:
         parts += ["<h2>Serving: latency against batch size</h2>", _table(serving.readable())]
         if serving.skipped:
