@@ -145,9 +145,9 @@ def problems(fig: Any) -> list[str]:
     * a label or line (annotation, shape) placed far outside its axis's data: on a log axis more than
       :data:`SLACK_DECADES` away (an annotation's coordinate there is an exponent: x=255 is drawn at 10^255), on a
       linear one further from the data than the data's own span (it stretches the axis and squeezes the data);
-    * a title wider than the figure, a vertical legend taller than the figure can hold, and labels drawn over
-      one another (subplot titles, phase labels) or past the figure's edge, each estimated from its font size and the
-      figure's size;
+    * a title wider than the figure, a vertical legend taller than the figure can hold, a y axis's title longer
+      than its axis (it runs into the titles above), and labels drawn over one another (subplot titles, phase
+      labels) or past the figure's edge, each estimated from its font size and the figure's size;
     * tick labels given as NaN or Infinity, and category tick labels wider than their slot (they run together);
     * a second axis over another (``overlaying``) left to plotly's ticks, which follow the other axis's gridlines.
     """
@@ -267,6 +267,17 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
         if need > plot_h + 12:
             out.append(f"the legend's {len(shown)} entries need about {need} px, and the plot area is "
                        f"{plot_h:.0f} px high: make the figure taller or the legend horizontal")
+
+    for key, axis in axes.items():  # written sideways, a y axis's title longer than the axis runs past its ends
+        text = _title_text(axis.get("title"))
+        if key.startswith("yaxis") and text:
+            title = axis.get("title")
+            size = ((title.get("font") or {}).get("size") if isinstance(title, dict) else None) or 14
+            dom = axis.get("domain") or [0, 1]
+            if text_width(text, size) > plot_h * (dom[1] - dom[0]):
+                out.append(f"the title of the axis '{_plain(text)}' needs about {text_width(text, size):.0f} px "
+                           f"along an axis {plot_h * (dom[1] - dom[0]):.0f} px long: it runs into the titles above "
+                           "it; name the unit there and say the rest in the figure's title")
 
     # plotly's autorange takes in lines drawn in data coordinates (a ridge past the last point): so does the estimate
     drawn: dict[str, list[float]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 import pytest
 
 from helpers import figure_check, roofline
@@ -141,6 +142,20 @@ def test_a_title_wider_than_the_figure_a_clipped_legend_and_labels_over_one_anot
     found = figure_check.problems(over)
     assert found == ["the labels 'optimizer' and 'forward' are drawn over one another: shorten them, move one, or "
                      "make the figure wider"]
+
+
+def test_a_y_axis_title_longer_than_its_axis_is_caught():
+    # 03's attention chart on an H100: the memory panel's axis title ran up into the panel titles and the subtitle
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward", "memory"))
+    fig.add_trace(go.Scatter(x=[1, 2], y=[1, 2]), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[1, 2], y=[1, 2]), row=1, col=2)
+    fig.update_yaxes(title_text="GiB at the allocator's peak, above the inputs", row=1, col=2)
+    fig.update_layout(height=400)
+    assert figure_check.problems(fig) == [
+        "the title of the axis 'GiB at the allocator's peak, above the inputs' needs about 365 px along an axis "
+        "220 px long: it runs into the titles above it; name the unit there and say the rest in the figure's title"]
+    fig.update_yaxes(title_text="GiB", row=1, col=2)
+    assert figure_check.problems(fig) == []
 
 
 def test_ticks_past_ten_to_the_fifteen_nan_labels_and_far_away_lines_are_caught():

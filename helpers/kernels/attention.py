@@ -155,9 +155,11 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     from plotly.subplots import make_subplots
 
     mem = "peak GiB" if df["naive peak GiB"].notna().any() else "saved MiB"
-    unit = "GiB at the allocator's peak, above the inputs" if mem == "peak GiB" else "MiB kept for the backward pass"
-    # short panel titles, the units on the y axes: two long titles side by side run into one another
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward", "memory"), horizontal_spacing=0.14)
+    what = ("GiB at the allocator's peak, above the inputs" if mem == "peak GiB"
+            else "MiB that autograd keeps for the backward pass")
+    # short panel titles and one-word axis titles (the units); what the memory is goes under the figure's title: a
+    # long vertical axis title between the panels ran up into the panel titles and the subtitle
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("forward + backward", "memory"), horizontal_spacing=0.12)
     for name, color in (("naive", "#d62728"), ("SDPA", "#2ca02c")):
         fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} ms"], name=name, mode="lines+markers",
                                  line=dict(color=color)), row=1, col=1)
@@ -166,9 +168,10 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     fig.update_xaxes(type="log", title="sequence length")
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text="ms", row=1, col=1)
-    fig.update_yaxes(title_text=unit, row=1, col=2)
+    fig.update_yaxes(title_text=mem.split()[-1], row=1, col=2)
     figure_check.readable_log_axes(fig)  # 1, 2, 5, 10 ... 10k, not plotly's bare "2" and "5"
-    fig.update_layout(title=f"Attention: naive vs scaled_dot_product_attention<br><sup>SDPA chose the "
-                            f"{df['SDPA kernel'].iloc[-1]} kernel</sup>",
-                      height=400)
+    fig.update_layout(title=dict(text=f"Attention: naive vs scaled_dot_product_attention<br><sup>SDPA chose the "
+                                      f"{df['SDPA kernel'].iloc[-1]} kernel<br>memory: {what}</sup>",
+                                 y=0.95, yanchor="top"),  # from the top down: three lines clear of the panel titles
+                      height=460, margin=dict(t=130))
     return fig
