@@ -71,24 +71,39 @@ def _device_of(device: torch.device | str | None) -> torch.device:
     return torch.device(device) if device is not None else env.device()
 
 
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
 #: The fewest repeats a timing's median and quartiles are taken from (when its time box cuts it short).
 MIN_REPEATS = 3
 
 
 def time_it(
-    fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device: torch.device | str | None = None
+    fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device: torch.device | str | None = None,
+    warmup_s: float = 0.0,
 ) -> Measurement:
     """Time ``fn()`` ``repeats`` times after ``warmup`` calls; CUDA events on a GPU, ``perf_counter`` on a CPU.
 
-    The repeats stop early at the ``timing_repeats`` time box (:mod:`helpers.timebox`), never below
-    :data:`MIN_REPEATS`: a call too slow for that many in the box is still timed that many times, and the line
-    the box prints says so.
+    ``warmup_s``: after those calls, keep calling ``fn()`` until this many seconds of it have run, for a call of a
+    millisecond or less that a few calls cannot warm up (a GPU that sat idle is still raising its clocks, and the
+    first shape timed pays one-off costs). The repeats stop early at the ``timing_repeats`` time box
+    (:mod:`helpers.timebox`), never below :data:`MIN_REPEATS`: a call too slow for that many in the box is still
+    timed that many times, and the line the box prints says so.
     """
-    if warmup < 0 or repeats < 1:
-        raise ValueError(f"time_it needs warmup ≥ 0 and repeats ≥ 1 (got warmup={warmup}, repeats={repeats}).")
+    if warmup < 0 or repeats < 1 or warmup_s < 0:
+        raise ValueError(f"time_it needs warmup ≥ 0, repeats ≥ 1 and warmup_s ≥ 0 (got warmup={warmup}, "
+                         f"repeats={repeats}, warmup_s={warmup_s}).")
     dev = _device_of(device)
     for _ in range(warmup):
         fn()
+    if warmup_s:
+        _sync(dev)
+        until = time.perf_counter() + warmup_s
+        while time.perf_counter() < until:
+            fn()
+            _sync(dev)  # note: a CPU-GPU sync point, so the seconds are the GPU's work, not only the launches
     # The minimum is kept even past the box: a median needs a few repeats, and one call's cost is bounded by the
     # caller's choice of size. The box trims the repeats beyond it, and says so once per process.
     win = timebox.window("timing_repeats", planned=repeats, minimum=MIN_REPEATS, keep_minimum=True, unit="repeats",

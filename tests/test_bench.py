@@ -23,6 +23,23 @@ def test_time_it_warms_up_then_repeats():
         bench.time_it(lambda: None, repeats=0, device="cpu")
 
 
+def test_time_it_can_warm_up_for_a_while_before_timing():
+    # a call slow for its first 0.15 s (clocks rising, one-off costs) and fast after: two warm-up calls leave it
+    # slow in the timing, a warm-up of 0.2 s does not
+    import time
+
+    def make():
+        start = time.perf_counter()
+        return lambda: time.sleep(0.02 if time.perf_counter() - start < 0.15 else 0.0)
+
+    assert bench.time_it(make(), warmup=2, repeats=3, device="cpu").median_ms >= 15
+    t0 = time.perf_counter()
+    assert bench.time_it(make(), warmup=2, repeats=3, device="cpu", warmup_s=0.2).median_ms < 5
+    assert time.perf_counter() - t0 >= 0.2
+    with pytest.raises(ValueError, match="warmup_s"):
+        bench.time_it(lambda: None, warmup_s=-1, device="cpu")
+
+
 def _forward_flops(size: int) -> float:
     # Analytic count: 2 FLOPs per multiply-add of every conv and linear layer.
     flops, side, cin = 0, size, 3

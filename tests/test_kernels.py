@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import bench, models, ncu, profiling, roofline, train
+from helpers import bench, figure_check, models, ncu, profiling, roofline, train
 from helpers.exercises import nb03
 from helpers.kernels import attention, compile_modes, cuda_ext, launches, softmax
 
@@ -302,11 +302,17 @@ def test_sdpa_matches_naive_and_keeps_less_for_backward():
     assert attention.sdpa_backend(q, k, v) in ("flash (CPU)", "math (unfused ops)")
 
 
-def test_attention_sweep_table_and_figure():
-    df = attention.sweep([32, 64], batch=1, heads=2, head_dim=8, repeats=2)
+def test_attention_sweep_table_and_figure(monkeypatch):
+    warmed = []
+    time_it = bench.time_it
+    monkeypatch.setattr(bench, "time_it", lambda fn, **kw: warmed.append(kw["warmup_s"]) or time_it(fn, **kw))
+    df = attention.sweep([32, 64], batch=1, heads=2, head_dim=8, repeats=2, warmup_s=0.01)
+    assert warmed == [0.01] * 4  # each variant at each length warmed up for a while, not the first length alone
     assert list(df.seq_len) == [32, 64] and (df["naive saved MiB"] > df["SDPA saved MiB"]).all()
     assert df["naive peak GiB"].isna().all()  # no allocator peak on a CPU: not made up
-    assert len(attention.sweep_figure(df).data) == 4
+    fig = attention.sweep_figure(df)
+    assert len(fig.data) == 4 and figure_check.problems(fig) == []
+    assert fig.layout.yaxis2.title.text == "MiB" and "keeps for the backward pass" in fig.layout.title.text
 
 
 # -- compile modes --------------------------------------------------------------------------------------
