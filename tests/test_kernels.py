@@ -12,6 +12,7 @@ import torch
 from helpers import bench, figure_check, models, ncu, profiling, roofline, train
 from helpers.exercises import nb03
 from helpers.kernels import attention, compile_modes, cuda_ext, launches, softmax
+from helpers.tables import readable
 
 CPU_CEIL = bench.Ceilings("test CPU", matmul_tflops=1.0, matmul_dtype="float32", matmul_n=64,
                           copy_gb_per_s=100.0, copy_bytes=1)  # ridge at 10 FLOP/byte
@@ -330,6 +331,25 @@ def test_time_train_step_and_table():
     t2 = compile_modes.time_call(mlp, torch.randn(4, 8), label="mlp", warmup=1, repeats=2)
     df = compile_modes.timings_table([t, t2])
     assert list(df.variant) == ["eager", "mlp"] and df["× vs eager"].iloc[0] == 1.0
+    assert t.compile_cache is None and t.first_call == f"a first call of {t.compile_s:.1f} s"  # eager: no cache
+
+
+def test_a_compiled_first_call_says_whether_the_compile_cache_served_it(monkeypatch):
+    # (hits, misses) of Inductor's and AOTAutograd's caches before and after each first call
+    lookups = iter([(0, 0), (0, 3), (0, 3), (2, 3), (2, 3), (3, 4), (3, 4), (3, 4)])
+    monkeypatch.setattr(compile_modes, "_cache_lookups", lambda: next(lookups))
+    mlp = models.small_mlp(width=8, depth=2)
+    x = torch.randn(4, 8)
+    seen = [compile_modes.time_call(torch.compile(mlp), x, label=str(i), warmup=0, repeats=1).compile_cache
+            for i in range(4)]
+    assert seen == ["miss", "hit", "partly", "none"]
+    t = compile_modes.time_call(mlp, x, label="eager", warmup=0, repeats=1)  # eager: nothing looked up
+    assert t.compile_cache is None
+    hit = dataclasses.replace(t, compile_cache="hit")
+    assert hit.first_call.endswith("loaded from the compile cache on disk, left by an earlier run or cell that "
+                                   "compiled the same graphs")
+    table = readable(compile_modes.timings_table([t, hit]))
+    assert list(table.shown["compile cache"]) == ["—", "hit"] and "an eager call compiles nothing" in table.notes[0]
 
 
 def test_quiet_autotuning_restores_what_it_changed():
