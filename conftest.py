@@ -136,7 +136,7 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("notebook run times")
     for name, t in timings().items():
         slowest = sorted(t["cells"], key=lambda c: -c["s"])[:3]
-        write(f"{name:22s} {t['run_s']:7.1f} s   {t['figures_checked']:2d} figures checked   slowest cells: "
+        write(f"{name:22s} {t['run_s']:7.1f} s   {t['figures_checked']:2d} figure{'' if t['figures_checked'] == 1 else 's'} checked   slowest cells: "
               + "; ".join(f"{c['s']:.1f} s [{c['cell']}] {c['first_line'][:40]}" for c in slowest))
 
 
