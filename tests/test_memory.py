@@ -274,10 +274,119 @@ def test_batches_that_did_not_fit_are_crosses_above_the_peaks_not_values_at_zero
                                 "" if b <= 256 else "out of memory") for b in (8, 16, 32, 64, 128, 256, 512, 384))
     fig = search.search_figure([search.BatchSearch("fp32", trials, budget_gib=1.6)])
     (crosses,) = [t for t in fig.data if t.name == "fp32: did not fit"]
-    assert min(crosses.y) > 1.6 and set(crosses.x) == {384, 512}  # above the budget and every peak
-    assert any(a.text == "did not fit" for a in fig.layout.annotations)
+    # at the peak they would need, on the line through the peaks that fit: above the budget and every peak
+    assert set(crosses.x) == {384, 512} and list(crosses.y) == pytest.approx([384 / 200, 512 / 200])
+    assert any(a.text.startswith("budget") for a in fig.layout.annotations)
     assert fig.layout.yaxis2.range[1] > max(crosses.y)
     assert figure_check.problems(fig) == []
+    # with no line to place them by (one batch fitted), they go in a row of their own, named
+    alone = search.search_figure([search.BatchSearch("fp32", (search.Trial(8, True, 0.1, 9.0),
+                                                               search.Trial(16, False, None, None, "out of memory")),
+                                                     budget_gib=None)])
+    (row,) = [t for t in alone.data if t.name == "fp32: did not fit"]
+    assert row.y[0] > 0.1 and any(a.text == "did not fit" for a in alone.layout.annotations)
+    assert figure_check.problems(alone) == []
     tl = timeline.MemoryTimeline("cpu", (0.0, 1.0, 2.0), (2**30, 2**31, 2**30), (0,) * 3,
                                  (("forward", 0.2, 1.0), ("backward", 1.0, 2.0)))
     assert tuple(timeline.timeline_figure(tl).layout.xaxis.range) == (0, 2.0)
+
+
+# What PyTorch 2.11 said on an H100 80GB when 04's searches ran out of memory (bf16 + activation checkpointing on the
+# reference CNN at 224×224), and the peaks of the batches that fitted in the same search.
+_H100_OOM = {
+    3072: "CUDA out of memory. Tried to allocate 18.38 GiB. GPU 0 has a total capacity of 79.18 GiB of which 17.80 GiB "
+          "is free. Including non-PyTorch memory, this process has 61.38 GiB memory in use. Of the allocated memory "
+          "45.14 GiB is allocated by PyTorch, and 15.49 GiB is reserved by PyTorch but unallocated.",
+    4096: "CUDA out of memory. Tried to allocate 24.50 GiB. GPU 0 has a total capacity of 79.18 GiB of which 24.30 GiB "
+          "is free. Including non-PyTorch memory, this process has 54.87 GiB memory in use. Of the allocated memory "
+          "33.75 GiB is allocated by PyTorch, and 20.37 GiB is reserved by PyTorch but unallocated.",
+}
+_H100_CKPT_PEAKS = {256: 6.41, 512: 11.60, 1024: 21.98, 2048: 42.75, 2560: 53.14, 2816: 58.33, 2944: 60.92}
+
+
+def _h100_like(label="bf16 + checkpointing", peaks=_H100_CKPT_PEAKS, failed=_H100_OOM, scale=1.0):
+    trials = [search.Trial(b, True, p * scale, 5000.0) for b, p in peaks.items()]
+    trials += [search.Trial(b, False, None, None, "out of memory", **search.allocator_report(m)) for b, m in failed.items()]
+    return search.BatchSearch(label, tuple(trials), None, capacity_gib=79.18)
+
+
+def test_allocator_report_reads_what_pytorch_said():
+    said = search.allocator_report(_H100_OOM[3072])
+    assert said == pytest.approx({"asked_gib": 18.38, "free_gib": 17.80, "live_gib": 45.14, "cached_gib": 15.49})
+    small = search.allocator_report("Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 14.74 GiB of which "
+                                    "512.00 KiB is free.")
+    assert small == pytest.approx({"asked_gib": 20 / 1024, "free_gib": 512 / 2**20})
+    assert search.allocator_report("CUDA out of memory (test)") == {}
+
+
+def test_a_trial_keeps_what_the_allocator_said_when_it_ran_out():
+    def probe(batch):
+        raise torch.OutOfMemoryError(_H100_OOM[3072])
+
+    t = search.try_batch(probe, 3072)
+    assert not t.fits and t.why == "out of memory"
+    assert (t.asked_gib, t.free_gib, t.live_gib, t.cached_gib) == pytest.approx((18.38, 17.80, 45.14, 15.49))
+
+
+def test_a_failure_says_whether_it_needed_more_than_the_gpu_or_found_the_memory_in_pieces():
+    """On the H100, bf16 + checkpointing failed at batch 3,072, where its peak would be about 63.5 GiB of 79.2: the
+    allocator wanted one block of 18.4 GiB, and free plus cached memory (33 GiB) held no piece that large."""
+    found = _h100_like()
+    assert found.need_gib(3072) == pytest.approx(63.5, abs=0.3)
+    by_batch = {t.batch: t for t in found.trials}
+    assert found.cause(by_batch[3072]).startswith("fragmentation: no free piece of 18.4 GiB")
+    assert found.cause(by_batch[4096]).startswith("more than the GPU has: needs about 84")
+    assert found.cause(by_batch[2944]) == ""
+    table = found.table()
+    assert table.set_index("batch").loc[3072, "why"].startswith("fragmentation")
+    lines = found.reasons()
+    assert len(lines) == 2 and lines[0].startswith("bf16 + checkpointing, batch 3,072: out of memory asking for one "
+                                                   "block of 18.38 GiB, with 17.80 GiB free")
+    assert "less than the GPU has" in lines[0] and "(fragmentation)" in lines[0]
+    assert "more than the 78.4 GiB PyTorch could hold" in lines[1]
+    unread = search.BatchSearch("x", (search.Trial(8, True, 1.0, 1.0), search.Trial(16, False, None, None,
+                                                                                    "out of memory")), None)
+    assert unread.reasons() == ["x, batch 16: out of memory."]
+
+
+def _marker_px(fig, trace):
+    """(x, y) pixels of a trace's markers in the memory panel, as the figure check frames the figure."""
+    from helpers import figure_check
+
+    lay = fig.layout
+    width, height = lay.width or figure_check.DEFAULT_WIDTH, lay.height
+    m = {"l": 80, "r": 80, "t": 100, "b": 80}
+    (x0, x1), (y0, y1) = lay.xaxis2.range, lay.yaxis2.range
+    (dx0, dx1), (dy0, dy1) = lay.xaxis2.domain, lay.yaxis2.domain
+    pw, ph = width - m["l"] - m["r"], height - m["t"] - m["b"]
+    return [(m["l"] + pw * (dx0 + (x - x0) / (x1 - x0) * (dx1 - dx0)),
+             m["t"] + ph * (1 - (dy0 + (y - y0) / (y1 - y0) * (dy1 - dy0)))) for x, y in zip(trace.x, trace.y)]
+
+
+def test_the_largest_batch_chart_draws_the_gpu_memory_and_keeps_failures_apart():
+    """04's chart drew every failure in one row above the peaks, with no line for the GPU's memory (a reader could
+    not see why they failed), crosses drawn over one another."""
+    from helpers import figure_check
+
+    bf16_peaks = {256: 7.94, 512: 14.66, 1024: 28.11, 2048: 55.00, 2560: 68.45, 2816: 75.17}
+    bf16_oom = {b: _H100_OOM[4096] for b in (2944, 3072, 4096)}
+    fp32_peaks = {256: 11.70, 512: 22.17, 1024: 43.13, 1536: 64.09, 1664: 69.33}
+    fp32_oom = {b: _H100_OOM[4096] for b in (1728, 1792, 2048)}
+    found = [_h100_like("fp32", fp32_peaks, fp32_oom), _h100_like("bf16", bf16_peaks, bf16_oom), _h100_like()]
+    fig = search.search_figure(found)
+    assert figure_check.problems(fig) == []
+    (line,) = [s for s in fig.layout.shapes if s.y0 == s.y1 == 79.18]
+    assert line.yref == "y2" and fig.layout.yaxis2.range[0] < 79.18 < fig.layout.yaxis2.range[1]
+    assert any(a.text == "GPU memory 79.2 GiB" and a.yref == "y2" for a in fig.layout.annotations)
+    marks = {t.name: t for t in fig.data if t.name and t.name.endswith(": did not fit")}
+    ckpt = marks["bf16 + checkpointing: did not fit"]
+    # the batch that failed in pieces sits under the GPU's line, as an open diamond; the one that needs more above it
+    assert dict(zip(ckpt.x, ckpt.marker.symbol)) == {3072: "diamond-open", 4096: "x"}
+    assert dict(zip(ckpt.x, ckpt.y))[3072] < 79.18 < dict(zip(ckpt.x, ckpt.y))[4096]
+    assert "fragmentation" in dict(zip(ckpt.x, ckpt.hovertext))[3072]
+    px = [p for t in marks.values() for p in _marker_px(fig, t)]
+    size = ckpt.marker.size
+    for i, (xa, ya) in enumerate(px):  # no two failures' marks drawn over one another
+        for xb, yb in px[i + 1:]:
+            assert max(abs(xa - xb), abs(ya - yb)) >= size, (xa, ya, xb, yb)
+

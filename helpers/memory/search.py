@@ -3,10 +3,14 @@
     probe = step_probe(lambda: ReferenceCNN(224), image_size=224, dtype=torch.bfloat16)
     found = largest_batch(probe, start=128, limit=8192)      # doubles until it fails, then bisects
     found.largest, found.table()                             # every trial: fits?, peak, img/s, why not
+    found.reasons()                                          # why each batch that did not fit failed, in words
     search_figure([found_fp32, found_bf16]).show()
 
 A trial that raises ``torch.OutOfMemoryError`` is caught; the memory it held is freed (gradients
-dropped, Python's references collected, the allocator's cache emptied) and the search goes on.
+dropped, Python's references collected, the allocator's cache emptied) and the search goes on. What
+the allocator reported when it failed (the block it asked for, what was free, what its cache held)
+is kept with the trial, so a failure can be told apart: a step that needs more than the GPU has, or
+one that needed less but found the memory in pieces (fragmentation).
 With ``budget_gib`` a trial whose allocator peak exceeds the budget fails too: a memory budget is
 the same question on a GPU you share. On a CPU there is no allocator peak: the probe estimates
 the footprint (weights, gradients, optimizer state, activations kept for backward).
@@ -16,17 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 import time
 from typing import Callable
 
 import torch
 from torch import nn
 
-from .. import env, figure_check, timebox
+from .. import env, timebox
 from ..svg import PALETTE
 from .anatomy import GIB, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
-__all__ = ["Trial", "BatchSearch", "free_memory", "step_probe", "try_batch", "largest_batch", "search_figure"]
+__all__ = ["Trial", "BatchSearch", "allocator_report", "free_memory", "step_probe", "try_batch", "largest_batch",
+           "search_figure"]
 
 Probe = Callable[[int], tuple[float, float]]  # batch → (peak bytes, img/s)
 
@@ -38,6 +44,32 @@ class Trial:
     peak_gib: float | None
     img_per_s: float | None
     why: str = ""
+    # what the allocator reported when the step ran out of memory (None where it said nothing we could read)
+    asked_gib: float | None = None  # the one block it asked for and could not get
+    free_gib: float | None = None  # free on the GPU at that moment
+    live_gib: float | None = None  # in live tensors (allocated by PyTorch)
+    cached_gib: float | None = None  # reserved by PyTorch's cache but not allocated: freed blocks it keeps
+
+
+_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_REPORT = {"asked_gib": r"Tried to allocate ([\d.]+) (\w+)", "free_gib": r"of which ([\d.]+) (\w+) is free",
+           "live_gib": r"([\d.]+) (\w+) is allocated by PyTorch",
+           "cached_gib": r"([\d.]+) (\w+) is reserved by PyTorch but unallocated"}
+
+
+def allocator_report(message: str) -> dict[str, float]:
+    """The sizes (GiB) in PyTorch's out-of-memory message, under :class:`Trial`'s field names; those it lacks left
+    out::
+
+        allocator_report("CUDA out of memory. Tried to allocate 18.38 GiB. GPU 0 has a total capacity of 79.18 GiB "
+                         "of which 17.80 GiB is free. ...")  == {"asked_gib": 18.38, "free_gib": 17.8}
+    """
+    out = {}
+    for field, pattern in _REPORT.items():
+        m = re.search(pattern, message)
+        if m and m.group(2) in _UNITS:
+            out[field] = float(m.group(1)) * _UNITS[m.group(2)] / GIB
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +80,7 @@ class BatchSearch:
     trials: tuple[Trial, ...]
     budget_gib: float | None
     cut: timebox.Cut | None = None  # set when the batch_search time box ended the search before its edge was found
+    capacity_gib: float | None = None  # the GPU's memory as the allocator sees it; None on a CPU
 
     @property
     def edge_found(self) -> bool:
@@ -59,10 +92,73 @@ class BatchSearch:
         fits = [t.batch for t in self.trials if t.fits]
         return max(fits) if fits else None
 
+    def need_gib(self, batch: int) -> float | None:
+        """The peak a step of ``batch`` would reach, on the straight line through the peaks of the batches that fit
+        (fixed costs plus so much per image); None with fewer than two of them."""
+        pts = sorted({t.batch: t.peak_gib for t in self.trials if t.fits and t.peak_gib is not None}.items())
+        if len(pts) < 2:
+            return None
+        n = len(pts)
+        mx, my = sum(b for b, _ in pts) / n, sum(p for _, p in pts) / n
+        slope = sum((b - mx) * (p - my) for b, p in pts) / sum((b - mx) ** 2 for b, _ in pts)
+        return my + slope * (batch - mx)
+
+    def cause(self, trial: Trial) -> str:
+        """Why ``trial`` did not fit, short (the table's and the chart's words); "" for one that fitted.
+
+        * over the budget: its measured peak is;
+        * more than the GPU has: the step would need more (:meth:`need_gib`) than PyTorch could hold at the moment
+          it failed (what was free plus what it held, live and cached);
+        * fragmentation: it would need less, and the free memory and the cache together were larger than the block
+          it asked for, but no piece of them was that large;
+        * out of memory: the allocator said too little to tell.
+        """
+        if trial.fits:
+            return ""
+        if trial.asked_gib is None or trial.free_gib is None or trial.cached_gib is None:
+            return trial.why
+        need = self.need_gib(trial.batch)
+        could = trial.free_gib + (trial.live_gib or 0.0) + trial.cached_gib  # all PyTorch could have had
+        if need is not None and need > could:
+            return f"more than the GPU has: needs about {need:.1f} GiB"
+        if trial.asked_gib <= trial.free_gib + trial.cached_gib:
+            return (f"fragmentation: no free piece of {trial.asked_gib:.1f} GiB ({trial.free_gib:.1f} GiB free, "
+                    f"{trial.cached_gib:.1f} GiB cached)")
+        return f"out of memory: asked for {trial.asked_gib:.1f} GiB, {trial.free_gib:.1f} GiB free"
+
+    def reasons(self) -> list[str]:
+        """One sentence per batch that did not fit: what stopped it, from what the allocator reported when it failed
+        and the peaks of the batches that fitted."""
+        out = []
+        for t in sorted((t for t in self.trials if not t.fits), key=lambda t: t.batch):
+            head = f"{self.label or 'this search'}, batch {t.batch:,}: "
+            cause, need = self.cause(t), self.need_gib(t.batch)
+            if not cause.startswith(("more than the GPU has", "fragmentation")):
+                said = (f": it asked for {t.asked_gib:.2f} GiB with {t.free_gib:.2f} GiB free on the GPU"
+                        if t.asked_gib is not None and t.free_gib is not None else "")
+                out.append(f"{head}{cause}{said}.")
+                continue
+            said = (f"out of memory asking for one block of {t.asked_gib:.2f} GiB, with {t.free_gib:.2f} GiB free on "
+                    f"the GPU, {t.cached_gib:.2f} GiB in PyTorch's cache and {t.live_gib or 0:.2f} GiB in live tensors")
+            line = "on the line through the peaks of the batches that fit"
+            if cause.startswith("more than the GPU has"):
+                could = t.free_gib + (t.live_gib or 0.0) + t.cached_gib
+                out.append(f"{head}{said}. Its step would need about {need:.1f} GiB ({line}), more than the "
+                           f"{could:.1f} GiB PyTorch could hold (free, cached and live together).")
+            else:
+                guess = (f"Its step would need about {need:.1f} GiB ({line}), less than the GPU has: "
+                         if need is not None else "")
+                out.append(f"{head}{said}. {guess}free and cached memory together were larger than the block, but "
+                           "no piece of them was that large: the allocator's cached blocks were cut to the sizes "
+                           "of the step's other tensors (fragmentation).")
+        return out
+
     def table(self):
         import pandas as pd
 
-        df = pd.DataFrame([dataclasses.asdict(t) for t in self.trials]).sort_values("batch").reset_index(drop=True)
+        rows = [{"batch": t.batch, "fits": t.fits, "peak_gib": t.peak_gib, "img_per_s": t.img_per_s,
+                 "why": self.cause(t)} for t in self.trials]
+        df = pd.DataFrame(rows).sort_values("batch").reset_index(drop=True)
         df.attrs["missing"] = {"peak_gib": "a batch that did not fit has no peak (why says what stopped it)",
                                "img_per_s": "a batch that did not fit trains nothing (why says what stopped it)"}
         return df
@@ -126,22 +222,25 @@ def step_probe(make_model: Callable[[], nn.Module], *, image_size: int, dtype: t
 
 def try_batch(probe: Probe, batch: int, *, budget_gib: float | None = None) -> Trial:
     """One trial: does ``batch`` fit (and stay within ``budget_gib``)? Never raises for running out of memory."""
-    oom = False
+    said = None
     try:
         peak, ips = probe(batch)
-    except torch.OutOfMemoryError:
-        oom = True
-    if oom:
+    except torch.OutOfMemoryError as e:
+        said = str(e)  # the message only: the exception's traceback holds the failed step's tensors
+    if said is not None:
         free_memory()  # after the except block: the exception's traceback no longer holds the step's tensors
-        return Trial(batch, False, None, None, "out of memory")
+        return Trial(batch, False, None, None, "out of memory", **allocator_report(said))
     if budget_gib is not None and peak / GIB > budget_gib:
-        return Trial(batch, False, peak / GIB, ips, f"{peak / GIB:.2f} GiB is over the {budget_gib:.2f} GiB budget")
+        return Trial(batch, False, peak / GIB, ips, f"{peak / GIB:.3g} GiB is over the {budget_gib:.3g} GiB budget")
     return Trial(batch, True, peak / GIB, ips)
 
 
 def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | None = None, multiple: int = 8,
-                  resolution: float = 0.05, label: str = "") -> BatchSearch:
+                  resolution: float = 0.05, label: str = "", capacity_gib: float | None = None) -> BatchSearch:
     """Double from ``start`` until a batch fails (or ``limit``), then bisect to within ``resolution`` of the edge.
+
+    ``capacity_gib``: the GPU's memory as the allocator sees it (the chart draws it); by default
+    :func:`helpers.env.gpu_memory_gib` (a learner-machine profile's limit, the card's memory), None on a CPU.
 
     Batches stay multiples of ``multiple`` (tensor cores like them). If even ``start`` fails, the search
     halves downward to 1 and raises a clear error when nothing fits. The ``batch_search`` time box
@@ -190,45 +289,84 @@ def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | N
             lo = mid
         else:
             hi = mid
-    return BatchSearch(label, tuple(trials), budget_gib, box.cut)
+    if capacity_gib is None:
+        capacity_gib = env.gpu_memory_gib()
+    return BatchSearch(label, tuple(trials), budget_gib, box.cut, capacity_gib)
 
 
 def search_figure(searches: list[BatchSearch], *, title: str = "The largest batch that fits"):
-    """img/s and allocator peak against batch size, one line per search; failed trials marked."""
+    """img/s and allocator peak against batch size, one line per search, and the GPU's memory (or the budget) as a
+    line. A batch that did not fit is marked at the peak its step would need (its measured peak over a budget, else on
+    the line through the peaks that fit, drawn dotted): a cross where it needs more than the GPU has, an open diamond
+    where it needed less and the memory was there in pieces (:meth:`BatchSearch.cause`, also in the hover text)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("img/s", "peak memory (GiB)"))
-    budgets: set[float] = set()  # one line and label per budget: searches under the same one share it
-    # a batch that did not fit (out of memory: no peak to draw) goes in a row of crosses above every peak and budget
-    # (at 0 GiB it read as a measured value), named by a label
-    tops = [t.peak_gib for s in searches for t in s.trials if t.peak_gib is not None]
-    tops += [s.budget_gib for s in searches if s.budget_gib is not None]
-    failed_y = 1.15 * max(tops, default=1.0)
+    # one above the other, sharing the batch axis, so the memory panel has the figure's whole width: the trials near
+    # the edge (bisected a few percent apart) stay apart. The batch axis is linear: the peak grows by so much per
+    # image, a straight line, which the estimate of a failed batch's need extends.
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.32, 0.68], vertical_spacing=0.1,
+                        subplot_titles=("img/s", "peak memory (GiB)"))
+    placed: list[tuple[BatchSearch, str, list[int], list[float | None], list[str]]] = []
     for i, s in enumerate(searches):
         color = PALETTE[i % len(PALETTE)]  # one colour per search in both panels (plotly would give each trace its own)
-        t = s.table()
-        ok = t[t.fits]
-        fig.add_trace(go.Scatter(x=ok.batch, y=ok.img_per_s, mode="lines+markers", name=s.label,
-                                 legendgroup=s.label, line=dict(color=color)), row=1, col=1)
-        fig.add_trace(go.Scatter(x=ok.batch, y=ok.peak_gib, mode="lines+markers", name=s.label,
-                                 legendgroup=s.label, showlegend=False, line=dict(color=color)), row=1, col=2)
-        bad = t[~t.fits]
-        if len(bad):
-            fig.add_trace(go.Scatter(x=bad.batch, y=[failed_y] * len(bad), mode="markers", marker_symbol="x",
-                                     marker_size=10, marker_color=color, name=f"{s.label}: did not fit",
-                                     legendgroup=s.label,
-                                     hovertext=list(bad.why), hovertemplate="batch %{x}: %{hovertext}<extra></extra>"),
-                          row=1, col=2)
-        if s.budget_gib is not None and round(s.budget_gib, 3) not in budgets:
-            budgets.add(round(s.budget_gib, 3))
-            fig.add_hline(y=s.budget_gib, line_dash="dot", annotation_text="budget", row=1, col=2,
-                          annotation_position="bottom right")  # above it: the crosses of batches that did not fit
-    fig.update_xaxes(type="log", title="batch size")
-    if any(not t.fits for s in searches for t in s.trials):
-        fig.update_yaxes(range=[0, 1.3 * failed_y], row=1, col=2)
-        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=failed_y, yref="y2", yanchor="bottom",
-                           yshift=6, text="did not fit", showarrow=False, font=dict(size=11))
-    figure_check.readable_log_axes(fig)  # batch 1, 2, 5, 10 ... not plotly's bare "2" and "5"
-    fig.update_layout(title=title, height=380)
+        ok = sorted((t for t in s.trials if t.fits), key=lambda t: t.batch)
+        fig.add_trace(go.Scatter(x=[t.batch for t in ok], y=[t.img_per_s for t in ok], mode="lines+markers",
+                                 name=s.label, legendgroup=s.label, line=dict(color=color)), row=1, col=1)
+        fig.add_trace(go.Scatter(x=[t.batch for t in ok], y=[t.peak_gib for t in ok], mode="lines+markers",
+                                 name=s.label, legendgroup=s.label, showlegend=False, line=dict(color=color)),
+                      row=2, col=1)
+        bad = sorted((t for t in s.trials if not t.fits), key=lambda t: t.batch)
+        ys = [t.peak_gib if t.peak_gib is not None else s.need_gib(t.batch) for t in bad]
+        placed.append((s, color, [t.batch for t in bad], ys, [s.cause(t) for t in bad]))
+        drawn = [(t.batch, y) for t, y in zip(bad, ys) if y is not None and t.peak_gib is None]
+        if ok and drawn:  # the estimate's line, from the largest batch that fitted to the failures
+            xs = [ok[-1].batch, max(b for b, _ in drawn)]
+            fig.add_trace(go.Scatter(x=xs, y=[s.need_gib(b) for b in xs], mode="lines", showlegend=False,
+                                     legendgroup=s.label, hoverinfo="skip", line=dict(color=color, dash="dot", width=1)),
+                          row=2, col=1)
+    caps = sorted({round(s.capacity_gib, 2) for s in searches if s.capacity_gib is not None})
+    budgets = sorted({round(s.budget_gib, 3) for s in searches if s.budget_gib is not None})
+    tops = [y for *_, ys, _ in placed for y in ys if y is not None]
+    tops += [t.peak_gib for s in searches for t in s.trials if t.peak_gib is not None] + caps + budgets
+    top = max(tops, default=1.0)
+    # a failure with nothing to place it by (no peak, too few batches fitted to draw a line): a row of its own above
+    # everything, one row per search so that their crosses do not cover one another, named by a label
+    row_y = [top * (1.12 + 0.07 * i) for i in range(len(searches))]
+    # a cross where the step needs more than it may have (the GPU, the budget); an open diamond where it needed less
+    # and the memory was there, in pieces (fragmentation)
+    symbol = lambda cause: "diamond-open" if cause.startswith("fragmentation") else "x"  # noqa: E731
+    for (s, color, xs, ys, causes), yr in zip(placed, row_y):
+        if xs:
+            fig.add_trace(go.Scatter(x=xs, y=[y if y is not None else yr for y in ys], mode="markers",
+                                     marker=dict(symbol=[symbol(c) for c in causes], size=8, color=color,
+                                                 line=dict(width=1.5, color=color)),
+                                     name=f"{s.label}: did not fit", legendgroup=s.label, showlegend=False,
+                                     hovertext=causes, hovertemplate="batch %{x}: %{hovertext}<extra></extra>"),
+                          row=2, col=1)
+    seen = {symbol(c) for *_, causes in placed for c in causes}
+    for sym, name in (("x", "did not fit: needs more (at the peak it would need)"),
+                      ("diamond-open", "did not fit: memory in pieces (at the peak it would need)")):
+        if sym in seen:  # one legend entry says what every colour's marks are
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                     marker=dict(symbol=sym, size=8, color="#555", line=dict(width=1.5, color="#555"))),
+                          row=2, col=1)
+    unplaced = [i for i, (_s, _c, xs, ys, _w) in enumerate(placed) if any(y is None for y in ys)]
+    if unplaced:
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=row_y[unplaced[-1]], yref="y2",
+                           yanchor="bottom", yshift=6, text="did not fit", showarrow=False, font=dict(size=11))
+    for cap in caps:  # the line the crosses are read against: above it a step needs more than the GPU has
+        fig.add_hline(y=cap, line_dash="dash", line_color="#555", row=2, col=1)
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=cap, yref="y2", yanchor="bottom",
+                           text=f"GPU memory {cap:.1f} GiB", showarrow=False, font=dict(size=11, color="#555"))
+    for budget in budgets:  # one line and label per budget: searches under the same one share it
+        fig.add_hline(y=budget, line_dash="dot", row=2, col=1)
+        fig.add_annotation(x=0, xref="x2 domain", xanchor="left", y=budget, yref="y2", yanchor="bottom",
+                           text=f"budget {budget:.3g} GiB", showarrow=False, font=dict(size=11))
+    highest = max([top] + [row_y[i] for i in unplaced])
+    fig.update_yaxes(range=[0, 1.1 * highest], row=2, col=1)
+    batches = [t.batch for s in searches for t in s.trials]
+    fig.update_xaxes(range=[0, 1.04 * max(batches, default=1)])
+    fig.update_xaxes(title="batch size", row=2, col=1)
+    fig.update_layout(title=title, height=560, legend=dict(orientation="h", yanchor="top", y=-0.14, x=0))
     return fig
