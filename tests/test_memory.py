@@ -150,6 +150,8 @@ def test_training_backs_off_keeps_its_model_and_its_losses():
     assert run.batch == 64 and run.micro_batch == 16 and run.grad_accum == 4
     assert [(e.micro_batch_before, e.micro_batch_after) for e in run.events] == [(64, 32), (32, 16)]
     assert seen == list(run.events) and len(run.losses) == 3 and all(l > 0 for l in run.losses)
+    # its img/s says what it measured: the steps run whole at the setting it settled on (both back-offs were at step 0)
+    assert run.timed_steps == 3 and run.img_per_s > 0 and "wall clock over the 3 steps" in str(run)
     assert opt.state and all("momentum_buffer" in s for s in opt.state.values())  # the same optimizer carried on
     with pytest.raises(torch.OutOfMemoryError, match="even a micro-batch of 2 does not fit"):
         resilient.train_with_backoff(_Limited(1), batch=4, steps=1, image_size=16, device="cpu", min_micro_batch=2)

@@ -4,6 +4,8 @@ accumulation (so the batch the optimizer sees stays the same), and carries on fr
     run = train_with_backoff(model, batch=4096, steps=20, image_size=224, dtype=torch.bfloat16)
     run.events          # each back-off: at which step, from which micro-batch to which
     run.losses          # one per optimizer step, none lost or repeated
+    run.img_per_s       # at the setting it settled on: images per second of wall clock over the steps run whole
+                        # at it (copying each micro-batch to the GPU included; making the random images not)
 
 Nothing the learner made is lost: the model and the optimizer's state are the same objects all
 along, a step that failed is redone from its start with its gradients cleared, and the losses of the
@@ -41,13 +43,18 @@ class BackoffRun:
     grad_accum: int
     losses: tuple[float, ...]
     events: tuple[Backoff, ...]
-    img_per_s: float
+    img_per_s: float  # at the final setting: images ÷ wall clock of the timed_steps steps run whole at it
+    timed_steps: int = 0  # the optimizer steps img_per_s is measured over: those since the last back-off
 
     def __str__(self) -> str:
         moves = "; ".join(f"step {e.step}: micro-batch {e.micro_batch_before} → {e.micro_batch_after} "
                           f"(× {e.grad_accum_after} accumulated)" for e in self.events) or "none needed"
-        return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch}; "
-                f"{self.img_per_s:,.0f} img/s after the last back-off; back-offs: {moves}")
+        steps = f"{self.timed_steps} step{'s' if self.timed_steps != 1 else ''}"
+        return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch} "
+                f"(accumulated × micro-batch); back-offs: {moves}.\n"
+                f"At {self.grad_accum} × {self.micro_batch}: {self.img_per_s:,.0f} img/s, wall clock over the {steps} "
+                "run whole at that setting, each micro-batch copied from the CPU to the device (the random images' "
+                "making not counted)")
 
 
 def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: int, dtype: torch.dtype | None = None,
@@ -63,12 +70,13 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
     micro, accum = batch, 1
     losses: list[float] = []
     events: list[Backoff] = []
-    t_start, img_since = time.perf_counter(), 0
+    took: list[float] = []  # seconds of each optimizer step run whole since the last back-off
     for step in range(steps):
         x_all = torch.randn(batch, 3, image_size, image_size, generator=g)
         y_all = torch.randint(0, 10, (batch,), generator=g)
         while True:
             failed = False
+            t0 = time.perf_counter()  # after the random images are made: their making is no part of training
             try:
                 total = 0.0
                 for xs, ys in zip(x_all.split(micro), y_all.split(micro)):
@@ -96,8 +104,8 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                 events.append(ev)
                 if on_backoff is not None:
                     on_backoff(ev)
-                t_start, img_since = time.perf_counter(), 0  # time the new setting from here
-        losses.append(float(total))  # note: a CPU-GPU sync point, once per optimizer step
-        img_since += batch
+                took = []  # time the new setting from its first whole step
+        losses.append(float(total))  # note: a CPU-GPU sync point, once per optimizer step: the clock covers the work
+        took.append(time.perf_counter() - t0)
     return BackoffRun(batch, micro, accum, tuple(losses), tuple(events),
-                      img_since / max(1e-9, time.perf_counter() - t_start))
+                      batch * len(took) / max(1e-9, sum(took)), len(took))
