@@ -392,3 +392,32 @@ def test_the_largest_batch_chart_draws_the_gpu_memory_and_keeps_failures_apart()
         for xb, yb in px[i + 1:]:
             assert max(abs(xa - xb), abs(ya - yb)) >= size, (xa, ya, xb, yb)
 
+
+@pytest.mark.parametrize("phases", [
+    # two steps of Adam in bf16 on the H100 (ms): the optimizer phases are short, the next phase's label comes soon
+    (("forward", 0.0, 2.19), ("backward", 2.25, 5.34), ("optimizer", 5.43, 6.88), ("forward", 7.06, 9.19),
+     ("backward", 9.25, 13.49), ("optimizer", 13.54, 14.94)),
+    # at smoke scale on a CPU: the forward pass short against the backward, the last phase ending the record
+    (("forward", 0.0, 3.0), ("backward", 3.1, 30.0), ("optimizer", 30.1, 31.0), ("forward", 31.2, 34.0),
+     ("backward", 34.1, 61.0), ("optimizer", 61.1, 62.0)),
+])
+def test_memory_timeline_labels_sit_clear_of_the_curves_and_of_one_another(phases):
+    """04's memory timeline drew a phase label across the reserved line, and the last one past the plot's edge."""
+    from helpers import figure_check
+
+    end = phases[-1][2]
+    t = tuple(end * i / 200 for i in range(201))
+    alloc = tuple(int(2**30 * (1.5 + (i % 100) / 30)) for i in range(201))  # climbing to the top of each step
+    tl = timeline.MemoryTimeline("H100", t, alloc, tuple(int(6.1 * 2**30) for _ in t), phases)
+    fig = timeline.timeline_figure(tl)
+    assert figure_check.problems(fig) == []
+    x_end, y_top = fig.layout.xaxis.range[1], fig.layout.yaxis.range[1]
+    plot_h = fig.layout.height - 180  # plotly's default margins
+    highest = max(max(alloc), max(tl.reserved)) / 2**30
+    labels = [a for a in fig.layout.annotations if a.text in ("forward", "backward", "optimizer")]
+    assert len(labels) == len(phases)
+    for a, (name, start, _end) in zip(labels, phases):
+        assert a.text == name and a.x == start and a.xanchor == "left"  # on its own band
+        bottom = a.y - 12 / plot_h  # anchored at its top, 12 px high
+        assert bottom * y_top > highest, f"'{name}' is crossed by a curve"
+        assert start + figure_check.text_width(name, 12) / 400 * x_end <= x_end, f"'{name}' runs past the plot"
