@@ -314,6 +314,12 @@ def test_attention_sweep_table_and_figure(monkeypatch):
     fig = attention.sweep_figure(df)
     assert len(fig.data) == 4 and figure_check.problems(fig) == []
     assert fig.layout.yaxis2.title.text == "MiB" and "keeps for the backward pass" in fig.layout.title.text
+    # in alternating rounds: naive, SDPA, naive, SDPA at each length, only the first round warmed up
+    warmed.clear()
+    df = attention.sweep([32], batch=1, heads=2, head_dim=8, repeats=2, warmup_s=0.01, rounds=2)
+    assert warmed == [0.01, 0.01, 0.0, 0.0] and df["naive ms"].notna().all() and df["SDPA ms"].notna().all()
+    with pytest.raises(ValueError, match="rounds ≥ 1"):
+        attention.sweep([32], batch=1, heads=2, head_dim=8, rounds=0)
 
 
 # -- compile modes --------------------------------------------------------------------------------------

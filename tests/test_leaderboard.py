@@ -473,3 +473,12 @@ def test_the_committed_leaderboard_has_the_sealed_layout_and_no_duplicates():
     if shutil.which("git") is not None and (ROOT / ".git").exists():
         tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout
         assert ".key" not in tracked
+
+
+def test_a_refusal_quotes_the_figures_it_computed_from_as_a_reader_takes_them_in():
+    """06's typed-by-hand example printed '20,000 ÷ 572.347121 = 34.9×': the baseline's img/s with every digit."""
+    from helpers.leaderboard import entry
+
+    with pytest.raises(lb.EntryRefused, match=r"29\.3×, .*: 20,000 ÷ 572\.3 = 34\.9×;"):
+        entry._agree("typed", {"img_per_s": 20000.0, "speedup": 29.3193, "baseline_img_per_s": 572.347121,
+                               "mfu_pct": 27.0, "speedup_bound": 113.0})

@@ -29,6 +29,19 @@ def test_stored_without_outputs_or_widget_state(path):
     assert "widgets" not in nb["metadata"], "widget state is stored in the notebook's metadata"
 
 
+#: An export's code box is 1,100 px wide and its code about 7.3 px a character: a longer line is cut (03's timeline
+#: call, 153 characters, needed 1,120 px).
+EXPORT_LINE_CHARS = 150
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_line_fits_the_exports_code_box(path):
+    nb = json.loads(path.read_text())
+    long = [(cell.get("id"), len(line)) for cell in nb["cells"] if cell["cell_type"] == "code"
+            for line in "".join(cell["source"]).splitlines() if len(line) > EXPORT_LINE_CHARS]
+    assert not long, f"code lines longer than {EXPORT_LINE_CHARS} characters, cut in the export (cell, length): {long}"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_every_notebook_has_the_course_shape(path):
     nb = json.loads(path.read_text())

@@ -27,6 +27,7 @@ from pathlib import Path
 from .. import bench, env, results, svg, tables
 from ..inference import ServingSweep
 from ..monitor import ROLLING_S, MonitorRecord, rolling_img_per_s
+from ..monitor.view import COLORS as monitor_colors
 from ..profiling import TIMELINE_COLORS
 from ..roofline import attainable_tflops, kind_colors, ridge_intensity
 from .harness import Session, Submission, Verdict, readable_table
@@ -186,9 +187,12 @@ def _monitor_series(rec: MonitorRecord, label: str, dashed: bool) -> tuple[list[
           and s.get("gpu") == dev]
     ts, ips = rolling_img_per_s(rec.steps)  # not one step's images over its host time: that spikes
     what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
-    lines = [svg.Series(f"{label}: {what}", [t for t, _ in util], [v for _, v in util], dashed=dashed)]
+    # the colours of the notebooks' monitor (helpers.monitor.view): utilisation blue, SM activity red
+    lines = [svg.Series(f"{label}: {what}", [t for t, _ in util], [v for _, v in util], dashed=dashed,
+                        color=monitor_colors[0])]
     if sm:
-        lines.append(svg.Series(f"{label}: SM activity (GPM)", [t for t, _ in sm], [v for _, v in sm], dashed=dashed))
+        lines.append(svg.Series(f"{label}: SM activity (GPM)", [t for t, _ in sm], [v for _, v in sm], dashed=dashed,
+                                color=monitor_colors[1]))
     return lines, [svg.Series(f"{label}: img/s", ts, ips, dashed=dashed)]
 
 

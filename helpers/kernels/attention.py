@@ -12,6 +12,7 @@ the scores in tiles that stay on chip and recomputes them in the backward pass: 
 from __future__ import annotations
 
 import math
+import statistics
 
 import torch
 import torch.nn.functional as F
@@ -82,7 +83,7 @@ def _peak_gib(fn, dev: torch.device) -> float | None:
 
 def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dtype: torch.dtype | None = None,
           device: torch.device | str | None = None, repeats: int = 10,
-          warmup_s: float | None = None) -> "pandas.DataFrame":  # noqa: F821
+          warmup_s: float | None = None, rounds: int | None = None) -> "pandas.DataFrame":  # noqa: F821
     """Forward + backward of naive attention and SDPA at each sequence length: time, memory, backend.
 
     Both are checked to agree (outputs and input gradients) at the shortest length before anything
@@ -91,11 +92,19 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     (on an H100, naive attention 1.42 ms at L=512 and 1.14 ms at L=1024). A length where the naive version runs out
     of memory gets NaN, not a crash. The lengths stop at the ``attention_sweep`` time box (the longest go first to
     be left out); ``df.attrs["cut"]`` keeps the cut.
+
+    ``rounds``: the two variants are timed in alternating rounds (three at full scale) and each keeps the median of
+    its rounds. At the shortest lengths a call's kernels take less GPU time than the host takes to launch them (on an
+    H100 at L=1024, SDPA's forward and backward ran 0.18 ms of kernels in 0.38 ms per call), so the times there are
+    the host's, and a moment of host jitter in one timing would move a whole row: the rounds spread it.
     """
     import pandas as pd
 
     dev = torch.device(device) if device is not None else env.device()
     warmup_s = env.pick(smoke=0.05, full=0.25) if warmup_s is None else warmup_s
+    rounds = env.pick(smoke=1, full=3) if rounds is None else rounds
+    if rounds < 1:
+        raise ValueError(f"attention.sweep needs rounds ≥ 1 (got {rounds}).")
     dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     rows = []
     lengths = sorted(seq_lens)
@@ -112,15 +121,29 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
             _check_agree(q, k, v, dout)
         backend = sdpa_backend(q, k, v)
         row = {"seq_len": L, "SDPA kernel": backend}
+        steps = {}
         for name, fn in (("naive", naive_attention), ("SDPA", sdpa)):
             def step(fn=fn):
                 out = fn(q, k, v)
                 out.backward(dout)
                 q.grad = k.grad = v.grad = None
+            steps[name] = step
+        times: dict[str, list[float]] = {name: [] for name in steps}
+        for r in range(rounds):
+            for name, step in steps.items():
+                if r and not times[name]:
+                    continue  # out of memory in the first round: it will not fit in the next
+                try:
+                    times[name].append(bench.time_it(step, warmup=2, repeats=repeats, device=dev,
+                                                     warmup_s=warmup_s if r == 0 else 0.0).median_ms)
+                except torch.OutOfMemoryError:
+                    torch.cuda.empty_cache()
+        for name, fn in (("naive", naive_attention), ("SDPA", sdpa)):
             try:
-                row[f"{name} ms"] = bench.time_it(step, warmup=2, repeats=repeats, device=dev,
-                                                  warmup_s=warmup_s).median_ms
-                row[f"{name} peak GiB"] = _peak_gib(step, dev)
+                if not times[name]:
+                    raise torch.OutOfMemoryError(f"{name} attention at L={L}")
+                row[f"{name} ms"] = statistics.median(times[name])
+                row[f"{name} peak GiB"] = _peak_gib(steps[name], dev)
                 row[f"{name} saved MiB"] = saved_bytes(fn, q, k, v) / 2**20
             except torch.OutOfMemoryError:
                 row.update({f"{name} ms": float("nan"), f"{name} peak GiB": float("nan"),

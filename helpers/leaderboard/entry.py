@@ -195,12 +195,18 @@ def _agree(who: str, f: Mapping[str, float | None]) -> None:
     if base is not None and not math.isclose(speedup, img / base, rel_tol=_REL_TOL):
         given, derived = _apart(speedup, img / base)
         raise EntryRefused(f"{who}: its speed-up, {given}×, does not agree with its img/s over the baseline's: "
-                           f"{_apart(img, img)[0]} ÷ {_apart(base, base)[0]} = {derived}×; {tail}")
+                           f"{_operand(img)} ÷ {_operand(base)} = {derived}×; {tail}")
     if bound is not None and not math.isclose(mfu, 100 * speedup / bound, rel_tol=_REL_TOL):
         given, derived = _apart(mfu, 100 * speedup / bound)
         raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its speed-up ÷ the most a run could "
-                           f"gain: 100 × {_apart(speedup, speedup)[0]} ÷ {_apart(bound, bound)[0]} = {derived}% (both "
+                           f"gain: 100 × {_operand(speedup)} ÷ {_operand(bound)} = {derived}% (both "
                            f"are img/s over the ceiling); {tail}")
+
+
+def _operand(x: float) -> str:
+    """A figure a derived one is computed from, as a reader takes it in: four significant figures (572.3, not
+    572.347121), whole from 1,000 on (20,000)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:,.4g}"
 
 
 def _apart(given: float, derived: float) -> tuple[str, str]:

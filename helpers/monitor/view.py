@@ -25,14 +25,16 @@ import numpy as np
 from .. import figure_check
 from .record import ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s
 
-__all__ = ["in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
+__all__ = ["COLORS", "in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
 
 _PANELS = ("utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)", "throughput (img/s)")
 #: The throughput line's name: what it averages over.
 THROUGHPUT = f"img/s over the last {ROLLING_S:g} s"
 #: The SM clock axis's step: clocks run from a few hundred MHz to about 2 GHz.
 CLOCK_TICK_MHZ = 500
-_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"]
+#: The monitor's line colours, in the order of its lines (utilisation, SM activity, ...): the report draws with them.
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
+_COLORS = list(COLORS)
 
 
 def in_notebook() -> bool:
