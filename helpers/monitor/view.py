@@ -253,7 +253,7 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
         fig.update_xaxes(title_text="seconds since the run started", row=2, col=col)
         fig.update_xaxes(matches=f"x{col + 2}", row=1, col=col)  # one time axis per run, its two panels on it
     fig.update_yaxes(range=[0, 105], row=1)
-    fig.update_yaxes(rangemode="tozero", row=2)
+    fig.update_yaxes(rangemode="tozero", tickformat=",", row=2)
     fig.update_yaxes(title_text="%", row=1, col=1)
     fig.update_yaxes(title_text="img/s", row=2, col=1)
     fig.update_layout(title=title, height=560, margin=dict(l=60, r=20, t=90, b=40),
