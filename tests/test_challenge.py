@@ -71,7 +71,7 @@ def test_a_small_gpu_gets_a_sixth_of_the_images_at_the_baselines_batch(monkeypat
     for size in SIZES.values():  # every size's final batch divides its images: the reference solution fits
         assert size.images % size.final_batch == 0
     # the MFU asserted is the class's own (batch 32 in fp16 on the small one), with its reason beside it
-    assert (large.final.mfu_target_pct, small.final.mfu_target_pct) == (27.0, 23.0)
+    assert (large.final.mfu_target_pct, small.final.mfu_target_pct) == (26.0, 23.0)
     assert "batch 32" in small.final.why_mfu and "Triton" in large.final.why_mfu
     with pytest.raises(ValueError, match="no challenge size 'tiny'; the sizes are: gpu, small-gpu, smoke"):
         Rules.at_scale("full", "tiny")

@@ -131,12 +131,28 @@ def test_throughput_waits_for_a_whole_window_so_a_loaders_full_queue_draining_is
     ts, ips = rolling_img_per_s(steps)
     assert ts[0] >= steps[0]["t_s"] + 1.0 and max(ips) < 1.35 * 4000
     assert min(ips) > 3900
-    short = steps[:20]  # 0.36 s in all
-    ts, ips = rolling_img_per_s(short)
-    assert ts == [short[-1]["t_s"]] and ips == pytest.approx([19 * 128 / (short[-1]["t_s"] - 1.0)])
-    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples, steps=short)
-    line = next(t for t in monitor_view.build_figure(rec).data if t.name == monitor_view.THROUGHPUT)
+    two = steps[:2]  # two steps: one point, the images of the second over the time between them
+    ts, ips = rolling_img_per_s(two)
+    assert ts == [two[-1]["t_s"]] and ips == pytest.approx([128 / 0.005])
+
+
+def test_a_run_of_a_second_or_two_is_drawn_over_a_third_of_its_span_and_says_so():
+    """06's reference solution trains its images in about 1.4 s: over a whole second its throughput line covered only
+    the run's last 0.4 s. A run shorter than three windows is drawn over a third of its span, named in the legend."""
+    from helpers.monitor import rolling_img_per_s, whole_run_window_s
+
+    steps = [{"t_s": 2.0 + 0.014 * i, "images": 256} for i in range(101)]  # 1.4 s at about 18,000 img/s
+    assert whole_run_window_s(steps) == 0.47 and whole_run_window_s([steps[0], {"t_s": 9.0}]) == 1.0
+    ts, ips = rolling_img_per_s(steps)
+    assert ts[0] - steps[0]["t_s"] == pytest.approx(0.476, abs=0.01) and ips == pytest.approx([256 / 0.014] * len(ips))
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples, steps=steps)
+    line = next(t for t in monitor_view.build_figure(rec).data if t.name == "img/s over the last 0.47 s")
     assert list(line.y) == pytest.approx(ips)
+    long = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=_record().samples,
+                         steps=[{"t_s": 1.0 + 0.05 * i, "images": 64} for i in range(100)])
+    fig = monitor_view.compare_figure(long, rec)
+    assert {t.name for t in fig.data if "img/s" in (t.name or "") and t.showlegend is not False} == {
+        monitor_view.THROUGHPUT, "img/s over the last 0.47 s"}
 
 
 def test_the_summary_line_has_no_empty_cells():

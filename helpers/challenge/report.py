@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import bench, env, results, svg, tables
 from ..inference import ServingSweep
-from ..monitor import ROLLING_S, MonitorRecord, rolling_img_per_s
+from ..monitor import MonitorRecord, rolling_img_per_s, whole_run_window_s
 from ..monitor.view import COLORS as monitor_colors
 from ..profiling import TIMELINE_COLORS
 from ..roofline import attainable_tflops, kind_colors, ridge_intensity
@@ -267,7 +267,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
         util, ips = _monitor_series(v.monitor, label, False)
         parts.append(svg.line_chart(util, title=f"{label}: utilisation while training",
                                     x_label="seconds since the run started", y_label="%", y_min=0))
-        parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {ROLLING_S:g} s",
+        window = whole_run_window_s(v.monitor.steps)  # a run of a second or two is drawn over a shorter window
+        parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {window:g} s",
                                     x_label="seconds since the run started", y_label="img/s", y_min=0))
     for v in (base, final):
         if v.profile is not None:

@@ -23,13 +23,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import figure_check
-from .record import ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s
+from .record import ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s, whole_run_window_s
 
-__all__ = ["COLORS", "in_notebook", "build_figure", "compare_figure", "LiveSource", "LiveView"]
+__all__ = ["COLORS", "THROUGHPUT", "throughput_name", "in_notebook", "build_figure", "compare_figure", "LiveSource",
+           "LiveView"]
 
 _PANELS = ("utilisation (%)", "memory (GiB)", "power (W) · SM clock (MHz)", "throughput (img/s)")
-#: The throughput line's name: what it averages over.
+#: The throughput line's name: what it averages over (a run shorter than three seconds: see throughput_name).
 THROUGHPUT = f"img/s over the last {ROLLING_S:g} s"
+
+
+def throughput_name(window_s: float) -> str:
+    """The throughput line's name for a line drawn over ``window_s`` (:func:`whole_run_window_s`)."""
+    return f"img/s over the last {window_s:g} s"
 #: The SM clock axis's step: clocks run from a few hundred MHz to about 2 GHz.
 CLOCK_TICK_MHZ = 500
 #: The monitor's line colours, in the order of its lines (utilisation, SM activity, ...): the report draws with them.
@@ -93,7 +99,7 @@ def _binned(x: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, 
 
 
 def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | None = None,
-                  lines: set[int] | None = None):
+                  lines: set[int] | None = None, throughput: str = THROUGHPUT):
     """The figure's panels and empty lines: every panel and line the record's source can fill, or only the panels
     in ``shown`` and the lines (indices into :func:`_trace_specs`) in ``lines``."""
     import plotly.graph_objects as go
@@ -117,7 +123,7 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
         )
         fig._monitor_traces.append(i)
     if every[-1] in rows:
-        fig.add_trace(go.Scatter(x=[], y=[], name=THROUGHPUT, mode="lines+markers", marker=dict(size=3),
+        fig.add_trace(go.Scatter(x=[], y=[], name=throughput, mode="lines+markers", marker=dict(size=3),
                                  line=dict(color="#000000")), row=rows[every[-1]], col=1)
         fig._monitor_traces.append(None)
         fig.update_yaxes(rangemode="tozero", tickformat=",", row=rows[every[-1]], col=1)
@@ -204,7 +210,8 @@ def build_figure(record: MonitorRecord, *, title: str | None = None, window_s: f
     """A static ``go.Figure`` of a record (the whole run when ``window_s`` is None), with only the panels and lines
     that have data: no empty power panel on a CPU, no throughput panel for a run that counted no steps, no GPM
     line where the GPU gives none."""
-    cols = _Columns(record)
+    window = whole_run_window_s(record.steps)  # a run of a second or two: a shorter window, said in the legend
+    cols = _Columns(record, window_s=window)
     cols.add(record.samples, record.steps)
     cols.finish()
     every = _panels(record)
@@ -213,7 +220,7 @@ def build_figure(record: MonitorRecord, *, title: str | None = None, window_s: f
     if cols.cols[-1][0]:
         shown.add(every[-1])
     fig = _empty_figure(record, title or default_title(record), tuple(p for p in every if p in shown) or every[:1],
-                        lines)
+                        lines, throughput_name(window))
     _apply(fig, cols, record.phases, window_s, fix_axis=True)
     return fig
 
@@ -246,10 +253,12 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines",
                                          showlegend=name not in {t.name for t in fig.data}, line=dict(color=color)),
                               row=1, col=col)
-        xs, ys = rolling_img_per_s(rec.steps)
-        fig.add_trace(go.Scatter(x=xs, y=ys, name=THROUGHPUT, legendgroup=THROUGHPUT, mode="lines+markers",
-                                 marker=dict(size=3), showlegend=col == 1, line=dict(color="#000000")),
-                      row=2, col=col)
+        window = whole_run_window_s(rec.steps)
+        xs, ys = rolling_img_per_s(rec.steps, window)
+        name = throughput_name(window)  # the two runs' windows differ where one is short: each says its own
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines+markers",
+                                 marker=dict(size=3), showlegend=name not in {t.name for t in fig.data},
+                                 line=dict(color="#000000")), row=2, col=col)
         fig.update_xaxes(title_text="seconds since the run started", row=2, col=col)
         fig.update_xaxes(matches=f"x{col + 2}", row=1, col=col)  # one time axis per run, its two panels on it
     fig.update_yaxes(range=[0, 105], row=1)
@@ -264,11 +273,11 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
 class _Columns:
     """Per-trace columns that grow by the rows added since the last redraw: a redraw costs O(new rows)."""
 
-    def __init__(self, record: MonitorRecord) -> None:
+    def __init__(self, record: MonitorRecord, window_s: float = ROLLING_S) -> None:
         self.specs = _trace_specs(record)
         self.cols: list[tuple[list[float], list[float]]] = [([], []) for _ in range(len(self.specs) + 1)]
         self.n_samples = self.n_steps = 0
-        self._rate = RollingRate()
+        self._rate = RollingRate(window_s)
 
     def add(self, samples: list[dict], steps: list[dict]) -> None:
         for s in samples:
