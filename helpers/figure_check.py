@@ -195,16 +195,14 @@ def problems(fig: Any) -> list[str]:
                        "powers of ten with bare digits ('10, 2, 5, 100'); give it tickvals and ticktext "
                        "(figure_check.readable_log_axes)")
     far = _placed_far(layout, axes, data)
-    out += far
+    out += [message for _text, message in far]
     # a label placed far off is drawn past the edge too: said once, with its cause
-    placed_far = {m.group(1) for f in far for m in [re.match(r"the label '(.*?)'", f)] if m}
-    out += [c for c in _cut_or_overlapping(d, layout, axes, data)
-            if not ("past the figure's" in c and re.match(r"the label '(.*?)'", c).group(1) in placed_far)]
+    out += _cut_or_overlapping(d, layout, axes, data, placed_far={text for text, _message in far})
     return list(dict.fromkeys(out))
 
 
-def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[str]:
-    """Annotations and shapes in data coordinates placed far outside their axis's data."""
+def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[tuple[str, str]]:
+    """Annotations and shapes in data coordinates placed far outside their axis's data: (its text, what is wrong)."""
     out = []
     items = [("label", a, _plain(a.get("text", ""))) for a in layout.get("annotations", [])]
     items += [("line", s, s.get("name") or s.get("type", "shape")) for s in layout.get("shapes", [])]
@@ -232,8 +230,8 @@ def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[
                         shown = f"{letter}={v:g}" if kind == "label" else f"{letter}=10^{v:.3g}"
                         fix = ("place it at math.log10 of the value (figure_check.log_marker does)" if kind == "label"
                                else "draw it near the data")
-                        out.append(f"the {kind} '{text}' on the log axis '{name}' sits at {shown}, which plotly "
-                                   f"draws at 10^{v:g} while the data run 10^{lo:.3g}…10^{hi:.3g}: {fix}")
+                        out.append((text, f"the {kind} '{text}' on the log axis '{name}' sits at {shown}, which "
+                                          f"plotly draws at 10^{v:g} while the data run 10^{lo:.3g}…10^{hi:.3g}: {fix}"))
                 continue
             vals = data.get(key, [])
             if not vals:
@@ -242,12 +240,13 @@ def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[
             reach = max(hi - lo, abs(hi), abs(lo))
             for v in coords:
                 if v < lo - reach or v > hi + reach:
-                    out.append(f"the {kind} '{text}' on the axis '{name}' sits at {letter}={v:g}, far outside the "
-                               f"data ({lo:g}…{hi:g}): it stretches the axis and squeezes the data")
+                    out.append((text, f"the {kind} '{text}' on the axis '{name}' sits at {letter}={v:g}, far outside "
+                                      f"the data ({lo:g}…{hi:g}): it stretches the axis and squeezes the data"))
     return out
 
 
-def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[float]]) -> list[str]:
+def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[float]],
+                        placed_far: set[str] = frozenset()) -> list[str]:
     """A title wider than the figure, a vertical legend taller than it, labels drawn over one another, and labels that
     run past the figure's edge."""
     out = []
@@ -328,7 +327,7 @@ def _cut_or_overlapping(d: dict, layout: dict, axes: dict, data: dict[str, list[
                 out.append(f"the labels '{_plain(a.get('text'))}' and '{_plain(b.get('text'))}' are drawn over one "
                            "another: shorten them, move one, or make the figure wider")
     for a, (left, right, _t, _b) in labels:
-        if left < -2 or right > width + 2:
+        if (left < -2 or right > width + 2) and _plain(a.get("text", "")) not in placed_far:
             side = "right" if right > width + 2 else "left"
             out.append(f"the label '{_plain(a.get('text'))}' runs past the figure's {side} edge and is cut: move it "
                        "inside, or shorten it")

@@ -121,8 +121,9 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
             _check_agree(q, k, v, dout)
         backend = sdpa_backend(q, k, v)
         row = {"seq_len": L, "SDPA kernel": backend}
+        variants = {"naive": naive_attention, "SDPA": sdpa}
         steps = {}
-        for name, fn in (("naive", naive_attention), ("SDPA", sdpa)):
+        for name, fn in variants.items():
             def step(fn=fn):
                 out = fn(q, k, v)
                 out.backward(dout)
@@ -138,16 +139,17 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                                                      warmup_s=warmup_s if r == 0 else 0.0).median_ms)
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
-        for name, fn in (("naive", naive_attention), ("SDPA", sdpa)):
+        for name, fn in variants.items():
+            out_of_memory = {f"{name} {c}": float("nan") for c in ("ms", "peak GiB", "saved MiB")}
+            if not times[name]:  # it ran out of memory in its first round
+                row.update(out_of_memory)
+                continue
             try:
-                if not times[name]:
-                    raise torch.OutOfMemoryError(f"{name} attention at L={L}")
                 row[f"{name} ms"] = statistics.median(times[name])
                 row[f"{name} peak GiB"] = _peak_gib(steps[name], dev)
                 row[f"{name} saved MiB"] = saved_bytes(fn, q, k, v) / 2**20
             except torch.OutOfMemoryError:
-                row.update({f"{name} ms": float("nan"), f"{name} peak GiB": float("nan"),
-                            f"{name} saved MiB": float("nan")})
+                row.update(out_of_memory)
                 torch.cuda.empty_cache()
         rows.append(row)
         box.tick()

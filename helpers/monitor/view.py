@@ -40,7 +40,6 @@ def throughput_name(window_s: float) -> str:
 CLOCK_TICK_MHZ = 500
 #: The monitor's line colours, in the order of its lines (utilisation, SM activity, ...): the report draws with them.
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
-_COLORS = list(COLORS)
 
 
 def in_notebook() -> bool:
@@ -118,7 +117,7 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
         if every[panel] not in rows or (lines is not None and i not in lines):
             continue
         fig.add_trace(
-            go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=_COLORS[i % len(_COLORS)])),
+            go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=COLORS[i % len(COLORS)])),
             row=rows[every[panel]], col=1, secondary_y=secondary if every[panel] == power else None,
         )
         fig._monitor_traces.append(i)
@@ -179,7 +178,7 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     fig._phase_bands = bands
     fig.layout.shapes = [
         dict(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1,
-             fillcolor=_COLORS[i % len(_COLORS)], opacity=0.08, line_width=0, layer="below")
+             fillcolor=COLORS[i % len(COLORS)], opacity=0.08, line_width=0, layer="below")
         for i, (_name, start, end) in enumerate(bands)
     ]
     margin = fig.layout.margin
@@ -247,7 +246,7 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
         key = "util_pct" if rec.source == "nvml" else "cpu_pct"
         dev = rec.devices[0] if rec.devices else None
         what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
-        for k, name, color in ((key, what, _COLORS[0]), ("sm_active_pct", "SM activity (GPM)", _COLORS[1])):
+        for k, name, color in ((key, what, COLORS[0]), ("sm_active_pct", "SM activity (GPM)", COLORS[1])):
             xs, ys = _xy(rec.samples, k, dev)
             if len(ys):
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines",
