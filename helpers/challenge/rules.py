@@ -50,7 +50,7 @@ class ChallengeSize:
     why_final: str = ""  # where the batch stays the baseline's: why (the ladder leaves its batch rung out, saying so)
     warm_start_images: int = 0  # every run starts from weights trained on this many images (.start: smoke scale)
     # the reference solution's MFU asserted at full scale on this class of machine. At batch 256 on one H100 its
-    # runs of 06 measured 26.6% to 28.9% (seven runs, 2026-11-24): 27% failed one of them
+    # runs of 06 measured 26.6% to 28.9% (eight runs, 2026-11-24): 27% failed one of them
     mfu_target_pct: float = 26.0
     why_mfu: str = "bias, ReLU and max-pool fused in Triton, on top of every earlier change"
 

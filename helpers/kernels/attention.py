@@ -95,7 +95,8 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
 
     ``rounds``: the two variants are timed in alternating rounds (three at full scale) and each keeps the median of
     its rounds. At the shortest lengths a call's kernels take less GPU time than the host takes to launch them (on an
-    H100 at L=1024, SDPA's forward and backward ran 0.18 ms of kernels in 0.38 ms per call), so the times there are
+    H100 at L=1024, SDPA's forward and backward ran 0.18 ms of kernels in 0.38 ms per call: scripts/probes/
+    attention_launch_bound.py, results/archive/probe-03-attention-launch-bound...), so the times there are
     the host's, and a moment of host jitter in one timing would move a whole row: the rounds spread it.
     """
     import pandas as pd
