@@ -35,6 +35,9 @@ from torch.utils.data import Dataset
 
 __all__ = [
     "NUM_CLASSES",
+    "Task",
+    "COURSE_TASK",
+    "CHALLENGE_TASK",
     "MEAN",
     "STD",
     "synthetic_images",
@@ -61,6 +64,35 @@ MEAN = (0.5, 0.5, 0.5)
 STD = (0.5, 0.5, 0.5)
 
 
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """How hard the synthetic images are to tell apart: how far the classes' patterns lie apart (``spread``, per
+    value), how fine they are (``grid`` coarse cells per side), the pixel ``noise``, the largest shift in pixels and
+    the share of labels redrawn at random (which caps accuracy near ``1 - label_noise``).
+
+        images, labels = synthetic_images(50_000, task=CHALLENGE_TASK)
+    """
+
+    spread: float = 25.0
+    grid: int = 4
+    noise: float = 50.0
+    max_shift: int = 4
+    label_noise: float = 0.1
+
+    def kwargs(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: The images of 00-05: easy to learn (every recipe of the course ends near 91%, the cap its 10% of redrawn labels
+#: sets), so a notebook measures speed without waiting for accuracy.
+COURSE_TASK = Task()
+#: The final challenge's images: closer classes, more shift, no redrawn labels. Held-out accuracy keeps rising with
+#: the images trained and falls with a learning rate too high, so training choices show (one H100, 2026-11-25,
+#: scripts/probes/challenge_task.py: the classic loop's recipe 17% after 3,072 images, 37% after 6,144, 74% after
+#: 12,288, 89% after 24,576, 94-96% after 49,152; four times its learning rate 35%).
+CHALLENGE_TASK = Task(spread=8.0, grid=4, noise=40.0, max_shift=6, label_noise=0.0)
+
+
 def synthetic_images(
     n: int,
     *,
@@ -71,6 +103,9 @@ def synthetic_images(
     max_shift: int = 4,
     label_noise: float = 0.1,
     stream: int = 0,
+    spread: float = 25.0,
+    grid: int = 4,
+    task: Task | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` learnable RGB images as uint8 ``(n, size, size, 3)`` and int64 labels ``(n,)``.
 
@@ -83,12 +118,20 @@ def synthetic_images(
 
     ``stream``: another draw of images from the same classes (the templates come from ``seed`` alone):
     :func:`heldout_images` uses it for a test set the training run never saw.
+
+    ``spread`` (how far the classes' patterns lie apart, per value) and ``grid`` (the pattern's coarse cells per
+    side: more cells, finer detail) set how hard the classes are to tell apart, with ``noise`` and ``max_shift``.
+    ``task``: all five at once (a :class:`Task`), in place of those arguments.
     """
+    if task is not None:
+        return synthetic_images(n, size=size, num_classes=num_classes, seed=seed, stream=stream, **task.kwargs())
     if n <= 0 or size <= 0:
         raise ValueError(f"synthetic_images needs n > 0 and size > 0, got n={n}, size={size}.")
     rng = np.random.default_rng(seed)
-    coarse = rng.uniform(60, 195, size=(1, 4, 4, 3)) + rng.normal(0, 25, size=(num_classes, 4, 4, 3))
-    reps = -(-size // 4)
+    if grid <= 0 or grid > size:
+        raise ValueError(f"synthetic_images needs 0 < grid <= size, got grid={grid}, size={size}.")
+    coarse = rng.uniform(60, 195, size=(1, grid, grid, 3)) + rng.normal(0, spread, size=(num_classes, grid, grid, 3))
+    reps = -(-size // grid)
     templates = np.repeat(np.repeat(coarse, reps, axis=1), reps, axis=2)[:, :size, :size]
     if stream:
         rng = np.random.default_rng((seed, stream))  # the same classes, other images
@@ -115,12 +158,13 @@ def synthetic_images(
 HELDOUT_STREAM = 1
 
 
-def heldout_images(n: int, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` images of the training set's classes (the same ``seed``) that no training run sees: a test set.
+def heldout_images(n: int, *, seed: int = 0, task: Task = COURSE_TASK) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` images of the training set's classes (the same ``seed`` and ``task``) that no training run sees: a
+    test set.
 
         images, labels = heldout_images(4096)     # uint8 (4096, 32, 32, 3), int64 (4096,)
     """
-    return synthetic_images(n, seed=seed, stream=HELDOUT_STREAM)
+    return synthetic_images(n, seed=seed, stream=HELDOUT_STREAM, task=task)
 
 
 def reference_transform(image_size: int = 224) -> Callable:

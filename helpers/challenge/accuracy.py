@@ -22,16 +22,16 @@ from torch import nn
 from .. import data as _data
 from .. import env
 
-__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "accuracy_margin", "runs_channels_last", "AccuracyTarget",
+__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin", "runs_channels_last", "AccuracyTarget",
            "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check"]
 
 #: Images in the held-out set at each scale (its accuracy's standard error is about 0.5 points at full scale).
 HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
 
 
-@functools.lru_cache(maxsize=2)
-def _heldout(n: int, seed: int):
-    return _data.heldout_images(n, seed=seed)
+@functools.lru_cache(maxsize=4)
+def _heldout(n: int, seed: int, task: _data.Task = _data.COURSE_TASK):
+    return _data.heldout_images(n, seed=seed, task=task)
 
 
 def runs_channels_last(model: nn.Module) -> bool:
@@ -42,14 +42,16 @@ def runs_channels_last(model: nn.Module) -> bool:
 
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,
-                     seed: int = 0, batch: int = 256, device: torch.device | str | None = None) -> float:
-    """Share of ``n`` held-out images (default: :data:`HELDOUT_IMAGES` at this scale) that ``model`` labels right."""
+                     seed: int = 0, batch: int = 256, device: torch.device | str | None = None,
+                     task: _data.Task = _data.COURSE_TASK) -> float:
+    """Share of ``n`` held-out images (default: :data:`HELDOUT_IMAGES` at this scale) of ``task`` that ``model``
+    labels right."""
     n = n or HELDOUT_IMAGES[env.scale()]
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else env.device()
     device = torch.device(device)
-    images, labels = _heldout(n, seed)
+    images, labels = _heldout(n, seed, task)
     x_all = torch.from_numpy(images).permute(0, 3, 1, 2)
     y_all = torch.as_tensor(labels)
     amp = env.autocast_dtype(precision, device)
@@ -157,7 +159,15 @@ def accuracy_target(size: str) -> AccuracyTarget | None:
     return _targets(str(TARGETS_FILE)).get(size)
 
 
-def write_targets(probe: dict | list[dict], *, source: str = "", path: Path | None = None) -> list[str]:
+def time_target(rules) -> AccuracyTarget | None:
+    """The accuracy a learner's training must reach on ``rules``' challenge (``rules.target_key`` in the targets
+    file): the classic loop's recipe trained for one epoch of the challenge's images, from several seeds. None where
+    none was measured."""
+    return accuracy_target(rules.target_key)
+
+
+def write_targets(probe: dict | list[dict], *, source: str = "", path: Path | None = None,
+                  key: str | None = None) -> list[str]:
     """Write the baseline accuracies of one or more outputs of scripts/probes/accuracy_variation.py into the
     targets file (one entry per size; a size measured again replaces its entry). Returns the sizes written."""
     path = path or TARGETS_FILE
@@ -165,9 +175,9 @@ def write_targets(probe: dict | list[dict], *, source: str = "", path: Path | No
     written = []
     for p in probe if isinstance(probe, list) else [probe]:
         accs = [r["accuracy"] for r in p["baseline"]]
-        existing[p["size"]] = {"accuracies": accs, "device": p.get("device_label") or p.get("device", ""),
+        existing[key or p["size"]] = {"accuracies": accs, "device": p.get("device_label") or p.get("device", ""),
                                "date": p["date"], "torch": p.get("torch", ""), "source": Path(source).name}
-        written.append(p["size"])
+        written.append(key or p["size"])
     path.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
     _targets.cache_clear()
     return written

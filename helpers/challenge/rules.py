@@ -19,6 +19,7 @@ import dataclasses
 from torch import nn
 
 from .. import env
+from ..data import CHALLENGE_TASK, COURSE_TASK, Task
 from ..train import TrainConfig
 from .accuracy import HELDOUT_IMAGES
 from .function_check import check_function
@@ -53,6 +54,10 @@ class ChallengeSize:
     # runs of 06 measured 26.6% to 28.9% (eight runs, 2026-11-24): 27% failed one of them
     mfu_target_pct: float = 26.0
     why_mfu: str = "bias, ReLU and max-pool fused in Triton, on top of every earlier change"
+    # the learner's own training (.to_target): the images it learns from, and the key of the accuracy it must reach
+    # in the targets file (.accuracy.time_target)
+    task: Task = CHALLENGE_TASK
+    target_key: str = "to-target:224"
 
 
 #: The challenge by machine class. A small GPU (a T4, an L4, a desktop card: at most env.SMALL_GPU_GIB of memory)
@@ -82,8 +87,10 @@ SIZES: dict[str, ChallengeSize] = {s.name: s for s in (
                           "GradScaler where the GPU has no bf16)"),
     # from a random start 256 images leave this network at chance (10%) on a CPU, where a run of 4,096 would take a
     # Triton-interpreted rung minutes: smoke runs continue from a warm start instead (.start)
+    # the challenge's harder images stay at chance on a CPU at 32² after 4,096 images (2026-11-25): smoke runs keep
+    # the course's images, whose target ("smoke") the classic loop's recipe from the warm start was measured against
     ChallengeSize("smoke", "smoke scale (a CPU, CI)", images=256, image_size=32, dataset_size=1_024, final_batch=32,
-                  final_lr=0.02, warm_start_images=4_096),
+                  final_lr=0.02, warm_start_images=4_096, task=COURSE_TASK, target_key="smoke"),
 )}
 
 
@@ -127,6 +134,16 @@ class Rules:
     def final(self) -> ChallengeSize:
         """This size's :class:`ChallengeSize` (the large GPU's for rules made by hand with another name)."""
         return SIZES.get(self.size, SIZES["gpu"])
+
+    @property
+    def task(self) -> Task:
+        """The images a learner's own training learns from (:mod:`.to_target`)."""
+        return self.final.task
+
+    @property
+    def target_key(self) -> str:
+        """Where the accuracy a learner's own training must reach is kept (:func:`.accuracy.time_target`)."""
+        return self.final.target_key
 
     @property
     def final_batch(self) -> int:

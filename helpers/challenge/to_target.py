@@ -1,0 +1,341 @@
+"""The learner's own training, judged by the time it takes to reach the accuracy target.
+
+    def my_training(model, data, device):          # your loop: data is a TrainingData, model the network to train
+        ...
+        return model                               # the same network, trained
+    v = judge_training(my_training, session, name="my run")
+    print(v)          # time to the target (or how far it fell short), img/s, MFU, held-out accuracy, the checks
+
+A training function takes the network to train (the start weights every run shares, already on ``device``), the
+challenge's training set as a :class:`~.training_data.TrainingData` (the only way its images reach the function,
+counted as they are handed out) and the device, and returns the network it was given, trained (a
+``torch.compile`` wrapper around it is fine). A changed network (fused kernels, a padded first convolution) comes
+from ``build_model``: it takes the reference network and returns the one to train, and must compute the same
+function (checked before training, as the harness of the ladder does).
+
+The harness, in order:
+
+1. builds the network and checks it computes the reference's function on the same weights (training and
+   evaluation mode, gradients: :func:`~.function_check.check_function`); a network that does not is not trained;
+2. **rehearses** the function on a copy of the network and random images, stopping it after a few batches: the
+   compiler, cuDNN's autotuner and CUDA graphs do their one-off work here, outside the clock, as the field's speed
+   records warm up before they time;
+3. **times** one call from the start weights on the real training set: a synchronised clock started just before
+   the call and read after it returns, less the moments the harness spends on its spot check (at a point of the
+   first epoch drawn now, it checks the network being trained still computes the reference's function on its
+   weights of that moment);
+4. takes the network returned, checks it is the one it handed out and still computes the reference's function, and
+   **judges it itself**: the reference network's own forward on the trained weights, on held-out images that never
+   pass through the function. The run reaches the target when that accuracy is at least the target (the classic
+   loop's recipe trained for one epoch, the lower end of what 99% of its reruns reach: :mod:`.accuracy`).
+
+The score is the time to the target: the timed call of a run that reaches it. Images per second and MFU (the
+images handed out × the reference network's FLOPs per image, over the time and this session's matmul ceiling) stand
+beside it. A run that misses the target is refused with its accuracy and its time.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import random
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import data as _data
+from .. import env, tables
+from ..models import ReferenceCNN
+from ..monitor import Monitor, MonitorRecord
+from .accuracy import AccuracyTarget, heldout_accuracy
+from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line
+from .harness import Session
+from .start import start_model
+from .training_data import HandOut, RehearsalOver, TrainingData
+
+__all__ = ["TrainFn", "TrainingVerdict", "judge_training", "unwrap", "trained_reference", "REHEARSAL_BATCHES"]
+
+TrainFn = Callable[[nn.Module, TrainingData, torch.device], nn.Module]
+#: Batches the rehearsal hands out before it stops the function: enough for compile's first graphs, a recompile
+#: after the first step, and CUDA graphs' warm-up and recording.
+REHEARSAL_BATCHES = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingVerdict:
+    """One learner's training function, judged: the time to the target (when reached), the figures beside it, the
+    checks (name → (passed, why)) and the monitor's record of the timed run."""
+
+    name: str
+    checks: dict[str, tuple[bool, str]]
+    accuracy: float  # held-out, the reference forward on the trained weights
+    target: float  # the accuracy the run had to reach
+    train_s: float  # the timed call, the spot check's pauses left out
+    images: int  # handed out during the timed call
+    img_per_s: float
+    mfu_pct: float
+    peak_mem_gib: float | None
+    nvml_util_pct: float | None
+    gpm_sm_pct: float | None
+    rehearsal_s: float
+    monitor: MonitorRecord = dataclasses.field(repr=False)
+    stopped: str = ""  # where a run that did not finish stopped; "" when it did
+    bounded: bool = True  # MFU means something (a GPU)
+
+    @property
+    def refused(self) -> bool:
+        return not all(ok for ok, _ in self.checks.values())
+
+    @property
+    def reached(self) -> bool:
+        """Did it reach the target (and pass every other rule)?"""
+        return not self.refused
+
+    @property
+    def time_to_target_s(self) -> float | None:
+        """The score: the timed call of a run that reached the target; None for one that did not."""
+        return self.train_s if self.reached else None
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{name}: {why}" for name, (ok, why) in self.checks.items() if not ok]
+
+    def row(self) -> dict[str, object]:
+        """A flat dict (full precision) for a table."""
+        return {"run": self.name, "time_to_target_s": self.time_to_target_s, "train_s": self.train_s,
+                "accuracy": self.accuracy, "images": self.images, "img_per_s": self.img_per_s,
+                "mfu_pct": self.mfu_pct if self.bounded else None, "peak_mem_gib": self.peak_mem_gib,
+                "reached": self.reached}
+
+    def __str__(self) -> str:
+        if self.stopped:
+            return f"{self.name}: refused {self.stopped}: " + "; ".join(self.reasons)
+        mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
+        figures = (f"{self.images:,} images in {self.train_s:.3g} s ({self.img_per_s:,.0f} img/s, {mfu}), held-out "
+                   f"accuracy {self.accuracy:.1%} against the target {self.target:.1%}")
+        if self.reached:
+            return f"{self.name}: reached the target in {self.train_s:.3g} s\n  {figures}; passed every rule"
+        return f"{self.name}: did not reach the target\n  {figures}\n  REFUSED: " + "; ".join(self.reasons)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The network inside ``torch.compile``'s wrappers (``_orig_mod``), or ``model`` itself."""
+    seen = 0
+    while hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module) and seen < 8:
+        model, seen = model._orig_mod, seen + 1
+    return model
+
+
+def trained_reference(model: nn.Module, mapping: Mapping, image_size: int) -> nn.Module:
+    """A fresh reference network holding ``model``'s weights of now (fp32 copies, read through ``mapping``), on
+    ``model``'s device: what the harness judges with, whatever ``model``'s own forward does."""
+    params = dict(model.named_parameters())
+    first = next(iter(params.values()))
+    ref = ReferenceCNN(image_size).to(first.device)
+    with torch.no_grad():
+        for ref_name, sub_name, sl in mapping:
+            ref.get_parameter(ref_name).copy_(params[sub_name].detach()[sl].float())
+    return ref
+
+
+class _Clock:
+    """Wall time of the timed call, synchronised at both ends, less the pauses the harness takes inside it."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.paused_s, self._t0 = device, 0.0, 0.0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def start(self) -> None:
+        self._sync()
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        self._sync()
+        return time.perf_counter() - self._t0 - self.paused_s
+
+    def pause(self):
+        clock = self
+
+        class _Pause:
+            def __enter__(self):
+                clock._sync()
+                self.t = time.perf_counter()
+
+            def __exit__(self, *exc):
+                clock._sync()
+                clock.paused_s += time.perf_counter() - self.t
+                return False
+
+        return _Pause()
+
+
+def _random_data(rules, n: int, image_size: int, hand_out: HandOut) -> TrainingData:
+    """Random images and labels, as many as the training set holds (a function may size its schedule by
+    ``len(data)``): what the rehearsal trains on, so no real image is learned from outside the clock."""
+    rng = np.random.default_rng(random.SystemRandom().randrange(2**32))
+    images = rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, _data.NUM_CLASSES, size=n)
+    return TrainingData(images, labels, image_size=image_size, hand_out=hand_out)
+
+
+def _stopped(name, checks, target, where, record=None, rehearsal_s=0.0, bounded=True) -> TrainingVerdict:
+    record = record if record is not None else MonitorRecord(source="host", devices=[], period_s=0.1)
+    nan = math.nan
+    return TrainingVerdict(name=name, checks=checks, accuracy=nan, target=target, train_s=nan, images=0,
+                           img_per_s=nan, mfu_pct=nan, peak_mem_gib=None, nvml_util_pct=None, gpm_sm_pct=None,
+                           rehearsal_s=rehearsal_s, monitor=record, stopped=where, bounded=bounded)
+
+
+def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, name: str = "my run",
+                   build_model: Callable[[nn.Module], nn.Module] | None = None, live: bool | None = False,
+                   rehearsal_batches: int = REHEARSAL_BATCHES, rerun_seed: int | None = None) -> TrainingVerdict:
+    """Rehearse, time and judge the training function ``train`` (see the module's docstring); the verdict says
+    whether it reached ``target`` (:func:`.accuracy.time_target`) and in how long. Whatever the function raises
+    ends in a refused verdict that names it. ``rerun_seed``: start from other weights and random state (to measure
+    run-to-run variation; a judged run always starts from the rules' own)."""
+    rules = session.rules
+    device = env.device()
+    bounded = session.ceilings.bounds
+    checks: dict[str, tuple[bool, str]] = {}
+    threshold = target.threshold
+    torch._dynamo.reset()  # every run starts from the same compiler state (the on-disk caches still help)
+    torch.backends.cudnn.benchmark = False  # and cuDNN's default: a function that wants its autotuner turns it on
+    seed = rules.seed if rerun_seed is None else rerun_seed
+    start = start_model(rules, seed=seed)
+    model = copy.deepcopy(start)
+    if build_model is not None:
+        try:
+            model = build_model(model)
+        except Exception as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
+            checks["same_function"] = (False, f"build_model raised {one_line(e)}")
+            return _stopped(name, checks, threshold, "before training", bounded=bounded)
+        if not isinstance(model, nn.Module):
+            checks["same_function"] = (False, f"build_model returned {type(model).__name__}, not a network")
+            return _stopped(name, checks, threshold, "before training", bounded=bounded)
+    model, reference = model.to(device), start.to(device)
+    batch = min(MAX_CHECK_BATCH, 16 if device.type == "cpu" else MAX_CHECK_BATCH)
+    check = check_function(model, reference, image_size=rules.image_size, batch=batch, heldout=rules.heldout)
+    del reference
+    checks["same_function"] = (check.ok, check.why if not check.ok else
+                               "the network computes the reference's function (checked before training)")
+    if not check.ok:
+        return _stopped(name, checks, threshold, "before training", bounded=bounded)
+
+    # -- the rehearsal: a copy of the network, random images, a few batches ----------------------------------
+    t = time.perf_counter()
+    rehearsal = HandOut(limit_batches=rehearsal_batches)
+    try:
+        train(copy.deepcopy(model), _random_data(rules, rules.dataset_size, rules.image_size, rehearsal), device)
+    except RehearsalOver:
+        pass
+    except Exception as e:  # noqa: BLE001
+        checks["images_seen"] = (False, f"the rehearsal (random images, before the clock) raised {one_line(e)}")
+        return _stopped(name, checks, threshold, "in the rehearsal", rehearsal_s=time.perf_counter() - t,
+                        bounded=bounded)
+    rehearsal_s = time.perf_counter() - t
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+    # -- the timed run --------------------------------------------------------------------------------------
+    images, labels = _challenge_set(rules)
+    clock = _Clock(device)
+    # images handed out before the spot check: within the images the ladder's runs train on (a run that reaches the
+    # target trains on about as many or more), drawn now
+    spot_at = int(min(len(labels), rules.images) * random.SystemRandom().uniform(0.1, 0.9))
+    spot: dict[str, object] = {}
+    mon = Monitor(period_s=0.1, live=live)
+    mon.title = f"{mon.title}: {name if len(name) <= 48 else name[:47] + '…'}"
+
+    def on_batch(n: int) -> None:
+        mon.step(images=n)
+        if not spot and hand_out.images >= spot_at:
+            with clock.pause():
+                spot["check"] = check_function(model, trained_reference(model, check.mapping, rules.image_size),
+                                               image_size=rules.image_size, batch=batch, seed=fresh_seed(),
+                                               heldout=rules.heldout)
+                spot["at"] = hand_out.images
+
+    hand_out = HandOut(on_batch=on_batch)
+    data = TrainingData(images, labels, image_size=rules.image_size, hand_out=hand_out)
+    torch.manual_seed(seed)  # the same random state for every run (a learner's picked seed is its own)
+    returned = None
+    mon.start()
+    try:
+        with mon.phase(f"{name}: timed"):
+            clock.start()
+            try:
+                returned = train(model, data, device)
+            finally:
+                train_s = clock.stop()
+    except RehearsalOver as e:  # cannot happen outside a rehearsal; kept apart for a clear message if it does
+        checks["images_seen"] = (False, f"the run raised {one_line(e)}")
+    except torch.cuda.OutOfMemoryError as e:
+        checks["images_seen"] = (False, f"the run ran out of GPU memory ({one_line(e, 160)}): a smaller batch, bf16, "
+                                        "or fewer tensors kept alive")
+    except Exception as e:  # noqa: BLE001
+        checks["images_seen"] = (False, f"the run raised {one_line(e)} after {hand_out.images:,} images")
+    finally:
+        mon.stop()
+    record = mon.snapshot()
+    if returned is None and not checks.get("images_seen"):
+        checks["images_seen"] = (False, "the function returned None: return the network you were given, trained")
+    if "images_seen" in checks:
+        return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
+                        bounded=bounded)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+    # -- the network returned, judged by the harness ----------------------------------------------------------
+    trained = unwrap(returned) if isinstance(returned, nn.Module) else None
+    if trained is not model:
+        what = type(returned).__name__
+        checks["same_function"] = (False, f"the function returned a {what} that is not the network it was given "
+                                          "(nor a torch.compile wrapper around it): train that network and return "
+                                          "it; a changed network comes from build_model")
+        return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
+                        bounded=bounded)
+    if hand_out.images == 0:
+        checks["images_seen"] = (False, "it trained on no image of the training set: the images come from data")
+    else:
+        checks["images_seen"] = (True, f"{hand_out.images:,} images handed out by the harness")
+    judged = trained_reference(model, check.mapping, rules.image_size)
+    spot_check = spot.get("check")
+    if spot_check is not None and not spot_check.ok:
+        checks["same_function"] = (False, f"at the spot check after {spot['at']:,} images: {spot_check.why}")
+    else:
+        end = check_function(model, judged, image_size=rules.image_size, batch=batch, seed=fresh_seed(),
+                             heldout=rules.heldout)
+        if not end.ok:
+            checks["same_function"] = (False, f"the network returned: {end.why}")
+        else:
+            where = f"; at the spot check after {spot['at']:,} images" if spot_check is not None else ""
+            checks["same_function"] = (True, f"the reference's function before training{where} and as returned")
+    accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.heldout,
+                                task=rules.task)
+    checks["accuracy_target"] = (
+        accuracy >= threshold,
+        f"held-out accuracy {accuracy:.1%} (the reference network's forward on the trained weights); the target is "
+        f"{threshold:.1%}" + ("" if accuracy >= threshold else f", missed by {100 * (threshold - accuracy):.1f} "
+                              f"points after {train_s:.3g} s"))
+    steady = record.summary(phase=f"{name}: timed")
+    on_gpu = steady.source == "nvml"
+    img_per_s = hand_out.images / train_s if train_s > 0 else math.nan
+    mfu = 100 * img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
+    return TrainingVerdict(
+        name=name, checks=checks, accuracy=accuracy, target=threshold, train_s=train_s, images=hand_out.images,
+        img_per_s=img_per_s, mfu_pct=mfu, peak_mem_gib=peak,
+        nvml_util_pct=steady.mean_util_pct if on_gpu else None,
+        gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
+        rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
+
+
+def _challenge_set(rules) -> tuple[np.ndarray, np.ndarray]:
+    """The challenge's training images and labels (the rules' data set, seed and task)."""
+    return _data.synthetic_images(rules.dataset_size, seed=rules.seed, task=rules.task)

@@ -1,0 +1,251 @@
+"""The learner's own training, judged to a target: the data reaches it only counted, the harness times it from
+outside (the rehearsal outside the clock), judges the returned weights with the reference network's own forward,
+and refuses, with the reason, a run that misses the target, returns another network, raises, or changes its
+function while it trains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import data as _data
+from helpers.challenge import recipes, to_target
+from helpers.challenge.accuracy import AccuracyTarget, time_target
+from helpers.challenge.rules import SIZES, Rules
+from helpers.challenge.to_target import judge_training, unwrap
+from helpers.challenge.training_data import HandOut, RehearsalOver, TrainingData
+
+from fakes import tiny_challenge, tiny_session
+
+TINY, _ = tiny_challenge()
+EASY = AccuracyTarget("test", (0.02, 0.04), device="test", date="today")  # threshold below 0: any run reaches it
+HARD = AccuracyTarget("test", (1.0, 1.0), device="test", date="today")  # 100%: no run reaches it
+
+
+@pytest.fixture(scope="module")
+def session():
+    return tiny_session(TINY)
+
+
+def _set(n=64):
+    images, labels = _data.synthetic_images(n, task=_data.CHALLENGE_TASK)
+    return images, labels
+
+
+def sgd(lr=0.01, epochs=1, batch=16, on_device=True):
+    """A short honest loop on the device-resident set."""
+
+    def train(model, data, device):
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        batches = (data.on_device(device, batch_size=batch) if on_device else
+                   data.loader(batch_size=batch, transform=_data.reference_transform(data.image_size)))
+        for _ in range(epochs):
+            for x, y in batches:
+                if on_device:
+                    x = _data.gpu_resize_normalize(x, data.image_size)
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return model
+
+    return train
+
+
+# -- the data, counted -------------------------------------------------------------------------------------------
+
+def test_every_batch_is_counted_as_it_is_handed_out_by_either_route():
+    images, labels = _set(64)
+    seen = []
+    data = TrainingData(images, labels, image_size=16, hand_out=HandOut(on_batch=seen.append))
+    loader = data.loader(batch_size=16, transform=None)
+    assert len(loader) == 4 and sum(len(y) for _, y in loader) == 64
+    on_dev = data.on_device("cpu", batch_size=10)  # drop_last: 6 batches of 10
+    batches = list(on_dev)
+    assert len(on_dev) == 6 and all(x.dtype == torch.uint8 and x.shape == (10, 3, 32, 32) for x, _ in batches)
+    assert data.images_handed_out == 64 + 60 and seen == [16] * 4 + [10] * 6
+    assert "124 handed out" in repr(data)
+
+
+def test_one_epoch_on_the_device_is_a_permutation_of_the_training_set():
+    images, labels = _set(40)
+    data = TrainingData(images, labels, image_size=16)
+    got = torch.cat([y for _, y in data.on_device("cpu", batch_size=8)])
+    assert sorted(got.tolist()) == sorted(labels.tolist())
+
+
+def test_the_rehearsal_stops_the_function_at_its_limit():
+    images, labels = _set(64)
+    data = TrainingData(images, labels, image_size=16, hand_out=HandOut(limit_batches=3))
+    got = 0
+    with pytest.raises(RehearsalOver):
+        for _ in data.on_device("cpu", batch_size=4):
+            got += 1
+    assert got == 3
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, 65])
+def test_a_batch_size_that_cannot_be_is_refused_with_what_to_change(bad):
+    data = TrainingData(*_set(64), image_size=16)
+    with pytest.raises(ValueError, match="batch_size"):
+        data.loader(batch_size=bad)
+    with pytest.raises(ValueError, match="batch_size"):
+        data.on_device("cpu", batch_size=bad)
+
+
+# -- judging -------------------------------------------------------------------------------------------------------
+
+def test_an_honest_run_reaches_the_target_with_its_figures_from_the_harness(session):
+    v = judge_training(sgd(), session, EASY, name="honest")
+    assert v.reached and v.time_to_target_s == v.train_s > 0
+    assert v.images == TINY.dataset_size  # one epoch of 256, counted by the harness
+    assert v.img_per_s == pytest.approx(v.images / v.train_s)
+    assert v.mfu_pct == pytest.approx(100 * v.img_per_s * session.flops_per_image / 0.1e12)
+    assert 0 <= v.accuracy <= 1 and v.rehearsal_s > 0
+    assert "reached the target" in str(v) and "passed every rule" in str(v)
+
+
+def test_the_loader_route_is_judged_the_same_way(session):
+    v = judge_training(sgd(on_device=False), session, EASY, name="loader")
+    assert v.reached and v.images == TINY.dataset_size
+
+
+def test_a_run_below_the_target_is_refused_with_its_accuracy_and_time(session):
+    v = judge_training(sgd(), session, HARD, name="short")
+    assert not v.reached and v.time_to_target_s is None
+    why = v.checks["accuracy_target"][1]
+    assert "missed by" in why and f"{v.accuracy:.1%}" in why and "REFUSED" in str(v)
+
+
+def test_accuracy_is_the_harness_s_own_forward_on_the_trained_weights(session, monkeypatch):
+    """The held-out images go through a fresh reference network holding the trained weights, never through the
+    network the function trained (here one with a padded first convolution), nor its forward."""
+    from helpers.models import ReferenceCNN, pad_first_conv
+
+    judged, trained = [], []
+    real = to_target.heldout_accuracy
+
+    def spy(model, **kw):
+        judged.append(model)
+        return real(model, **kw)
+
+    def train(model, data, device):
+        trained.append(model)
+        return sgd()(model, data, device)
+
+    monkeypatch.setattr(to_target, "heldout_accuracy", spy)
+    judge_training(train, session, EASY, build_model=pad_first_conv)
+    (model,) = judged
+    assert type(model) is ReferenceCNN and type(model.conv1) is nn.Conv2d and model.conv1.in_channels == 3
+    assert model is not trained[-1]
+    torch.testing.assert_close(model.conv1.weight, trained[-1].conv1.conv.weight[:, :3])
+
+
+def test_the_rehearsal_sees_random_images_and_a_copy_of_the_network(session):
+    calls = []
+
+    def train(model, data, device):
+        calls.append((id(model), data._images[:4].copy()))
+        return sgd()(model, data, device)
+
+    v = judge_training(train, session, EASY)
+    assert v.reached and len(calls) == 2
+    (rehearsed, r_images), (timed, t_images) = calls
+    assert rehearsed != timed
+    challenge = _data.synthetic_images(TINY.dataset_size, task=TINY.task)[0][:4]
+    assert np.array_equal(t_images, challenge) and not np.array_equal(r_images, challenge)
+
+
+def test_a_function_that_returns_another_network_is_refused(session):
+    def train(model, data, device):
+        sgd()(model, data, device)
+        return nn.Sequential(model)
+
+    v = judge_training(train, session, EASY)
+    assert not v.reached and "not the network it was given" in v.checks["same_function"][1]
+
+
+def test_a_compiled_wrapper_around_the_network_is_its_network(session):
+    def train(model, data, device):
+        return torch.compile(sgd()(model, data, device), backend="eager")
+
+    assert judge_training(train, session, EASY).reached
+
+
+def test_unwrap_finds_the_network_inside_compile():
+    m = nn.Linear(2, 2)
+    assert unwrap(torch.compile(m, backend="eager")) is m and unwrap(m) is m
+
+
+def test_an_exception_is_a_refusal_with_the_reason_not_a_crash(session):
+    def train(model, data, device):
+        for x, y in data.on_device(device, batch_size=16):
+            raise KeyError("my bug")
+        return model
+
+    v = judge_training(train, session, EASY)
+    assert v.stopped == "in the rehearsal" and "KeyError" in v.reasons[0]
+
+
+def test_returning_nothing_or_training_on_nothing_is_refused(session):
+    assert "returned None" in judge_training(lambda m, d, dev: None, session, EASY).reasons[0]
+    v = judge_training(lambda m, d, dev: m, session, EASY)
+    assert not v.reached and "no image" in v.checks["images_seen"][1]
+
+
+class _Switches(nn.Module):
+    """The reference network until it has trained a few batches, then one that skips conv3's work."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.calls = inner, 0
+
+    def forward(self, x):
+        self.calls += 1
+        out = self.inner(x)
+        return out if self.calls < 40 else out * 0.5
+
+
+def test_a_network_that_changes_its_function_while_it_trains_is_refused(session):
+    v = judge_training(sgd(epochs=3), session, EASY, build_model=_Switches)
+    assert not v.reached and "same_function" in " ".join(v.reasons)
+
+
+def test_a_changed_network_that_computes_the_same_function_passes(session):
+    from helpers.models import pad_first_conv
+
+    assert judge_training(sgd(), session, EASY, build_model=pad_first_conv).reached
+
+
+# -- the challenge's task and target ------------------------------------------------------------------------------
+
+def test_the_challenge_task_is_harder_than_the_course_s_and_the_course_s_images_did_not_change():
+    easy, _ = _data.synthetic_images(8)
+    again, _ = _data.synthetic_images(8, spread=25.0, grid=4, noise=50.0, max_shift=4, label_noise=0.1)
+    assert np.array_equal(easy, again)  # the defaults are the course's task
+    assert _data.CHALLENGE_TASK.spread < _data.COURSE_TASK.spread and _data.CHALLENGE_TASK.label_noise == 0
+    held, _ = _data.heldout_images(8, task=_data.CHALLENGE_TASK)
+    train, _ = _data.synthetic_images(8, task=_data.CHALLENGE_TASK)
+    assert not np.array_equal(held, train)
+
+
+def test_every_size_has_a_measured_target_for_the_learner_s_training():
+    for size in SIZES:
+        t = time_target(Rules.at_scale(scale="smoke" if size == "smoke" else "full", size=size))
+        assert t is not None and 0.1 < t.threshold < 1, size
+        assert len(t.accuracies) >= 5
+
+
+def test_the_reference_recipe_s_learning_rate_follows_its_schedule():
+    r = recipes.Recipe("adamw", 512, 1e-3, 4, True, 512 * 10)
+    rates = [recipes._rate(r, s, 10) for s in range(10)]
+    assert rates[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3]) and rates[-1] == 0
+    assert all(a >= b for a, b in zip(rates[3:], rates[4:]))
+
+
+def test_the_answer_key_is_readable_source():
+    src = recipes.show(recipes.reference_training)
+    assert "def reference_training" in src and "on_device" in src
