@@ -114,6 +114,7 @@ class AccuracyTarget:
     date: str
     torch: str = ""
     source: str = ""  # the probe output it was written from
+    images: int | None = None  # each rerun trained on this many images (where the probe said)
 
     def __post_init__(self) -> None:
         if len(self.accuracies) < 2:
@@ -150,7 +151,7 @@ def _targets(path: str) -> dict[str, AccuracyTarget]:
         return {}
     raw = json.loads(p.read_text())
     return {size: AccuracyTarget(size=size, accuracies=tuple(e["accuracies"]), device=e["device"], date=e["date"],
-                                 torch=e.get("torch", ""), source=e.get("source", ""))
+                                 torch=e.get("torch", ""), source=e.get("source", ""), images=e.get("images"))
             for size, e in raw.items()}
 
 
@@ -176,7 +177,8 @@ def write_targets(probe: dict | list[dict], *, source: str = "", path: Path | No
     for p in probe if isinstance(probe, list) else [probe]:
         accs = [r["accuracy"] for r in p["baseline"]]
         existing[key or p["size"]] = {"accuracies": accs, "device": p.get("device_label") or p.get("device", ""),
-                               "date": p["date"], "torch": p.get("torch", ""), "source": Path(source).name}
+                               "date": p["date"], "torch": p.get("torch", ""), "source": Path(source).name,
+                               "images": p.get("images") or p.get("rules", {}).get("images")}
         written.append(key or p["size"])
     path.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
     _targets.cache_clear()

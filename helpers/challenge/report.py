@@ -161,6 +161,16 @@ def _hand_in(author: str, submission: Submission | None, reference: Submission |
     return [who, "<h2>What this run changed</h2>", what]
 
 
+def _own_training(table: tables.Table | None, code: str) -> list[str]:
+    """The learner's training, judged to the target, and the function they wrote."""
+    if table is None:
+        return []
+    parts = ["<h2>My training, judged to the target</h2>", _table(table)]
+    if code.strip():
+        parts += ["<h3>My training function</h3>", f"<pre>{_h(code.rstrip())}</pre>"]
+    return parts
+
+
 def _own_words(text: str) -> str:
     if text.strip():
         paragraphs = [p.strip() for p in text.strip().split("\n\n") if p.strip()]
@@ -233,11 +243,14 @@ padding:3px 8px;text-align:right}table.t th{background:#f4f4f4}h2{border-bottom:
 def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKernels | None = None,
                  serving: ServingSweep | None = None, p99_target_ms: float | None = None,
                  path: str | Path | None = None, author: str = "", submission: Submission | None = None,
-                 reference: Submission | None = None, own_words: str = "") -> Path:
+                 reference: Submission | None = None, own_words: str = "",
+                 own_training: tables.Table | None = None, own_code: str = "") -> Path:
     """Write the report (see the module's docstring) and return its path. ``verdicts``: the baseline first, the
     final run last (each judged in this session); the file is replaced whole or not at all. ``author``: the
     learner's name; ``submission`` and ``reference``: the learner's run and the reference solution, to say what it
-    changed (:func:`changes_from`); ``own_words``: the learner's reflection (blank lines part paragraphs)."""
+    changed (:func:`changes_from`); ``own_words``: the learner's reflection (blank lines part paragraphs);
+    ``own_training``: the learner's own training judged to the target beside the reference solution's
+    (:func:`.to_target.training_table`), and ``own_code``: the learner's training function, as written."""
     if len(verdicts) < 2:
         raise ValueError("the report compares runs: give the baseline's verdict first and the final run's last.")
     base, final = verdicts[0], verdicts[-1]
@@ -255,6 +268,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
              f"{_h(ceil.matmul_rate)} ({_h(ceil.matmul_dtype)} matmul), "
              f"{tables.sig(ceil.copy_gb_per_s)} GB/s (copy).</p>",
+             *_own_training(own_training, own_code),
              "<h2>The baseline</h2>", _baseline_analysis(base, session),
              "<h2>One change at a time</h2>", _table(readable_table(verdicts)),
              svg.bar_chart([v.name for v in verdicts], [v.mfu_pct for v in verdicts],

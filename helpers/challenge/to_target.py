@@ -57,7 +57,8 @@ from .harness import Session
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
 
-__all__ = ["TrainFn", "TrainingVerdict", "judge_training", "unwrap", "trained_reference", "REHEARSAL_BATCHES"]
+__all__ = ["TrainFn", "TrainingVerdict", "judge_training", "training_table", "unwrap", "trained_reference",
+           "REHEARSAL_BATCHES"]
 
 TrainFn = Callable[[nn.Module, TrainingData, torch.device], nn.Module]
 #: Batches the rehearsal hands out before it stops the function: enough for compile's first graphs, a recompile
@@ -339,3 +340,37 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
 def _challenge_set(rules) -> tuple[np.ndarray, np.ndarray]:
     """The challenge's training images and labels (the rules' data set, seed and task)."""
     return _data.synthetic_images(rules.dataset_size, seed=rules.seed, task=rules.task)
+
+
+def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
+    """The learner's runs side by side as a person reads them: the time to the target ("—" where a run missed it),
+    held-out accuracy, the images the harness handed out, img/s, MFU, peak memory, and the rules."""
+    import pandas as pd
+
+    def num(v, fmt):
+        return tables.MISSING if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    rows = []
+    for v in verdicts:
+        rows.append({
+            "run": v.name,
+            "time to target s": tables.MISSING if v.time_to_target_s is None else tables.sig(v.time_to_target_s),
+            "trained s": tables.MISSING if math.isnan(v.train_s) else tables.sig(v.train_s),
+            "held-out accuracy %": num(100 * v.accuracy, ".1f"),
+            "target %": num(100 * v.target, ".1f"),
+            "images": num(v.images if v.images else math.nan, ","),
+            "img/s": num(v.img_per_s, ",.0f"),
+            "MFU %": tables.percent(v.mfu_pct) if v.bounded and not math.isnan(v.mfu_pct) else tables.MISSING,
+            "peak memory GiB": num(v.peak_mem_gib, ".2f"),
+            "rules": "passed" if v.reached else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items() if not ok),
+        })
+    notes = []
+    if any(not v.reached for v in verdicts):
+        notes.append("time to target: only a run that reached the target has one")
+    if any(not v.bounded for v in verdicts):
+        notes.append("MFU: the measured ceiling on a CPU bounds nothing")
+    if any(v.peak_mem_gib is None for v in verdicts):
+        notes.append("peak memory: no GPU allocator here")
+    data = pd.DataFrame([v.row() for v in verdicts]).set_index("run")
+    return tables.Table(data=data, shown=pd.DataFrame(rows).set_index("run"),
+                        notes=("— " + "; ".join(notes) + ".",) if notes else ())
