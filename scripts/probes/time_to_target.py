@@ -14,6 +14,14 @@ reference solution's time to it from several seeds, and the task's figures.
 
     python3 scripts/probes/time_to_target.py --out t.json
     python3 scripts/probes/time_to_target.py --write-targets t.json      # on any machine, after a run
+    python3 scripts/probes/time_to_target.py --record-from t.json --curve-from task.json   # into results/
+
+``--record-from`` records in that device's results file: the reference solution's reruns and how many missed the
+target (``to_target_reruns``, ``to_target_false_refusals``), their time to it, the classic loop's time to it
+(``baseline_time_to_target_s``, or its accuracy where it fell short), the quarter-images run's gap below the
+target (``task_quarter_images_gap_pts``), what 4× the learning rate cost (``task_lr4x_drop_pts``), and, from a
+scripts/probes/challenge_task.py output (``--curve-from``), how many points the classic recipe's accuracy against
+images has on the challenge's task (``task_accuracy_curve_points``).
 """
 
 from __future__ import annotations
@@ -68,7 +76,11 @@ def main() -> int:
     ap.add_argument("--image-counts", type=int, nargs="*", default=[24_576, 49_152])
     ap.add_argument("--out", default="time_to_target.json")
     ap.add_argument("--write-targets", default=None, metavar="JSON")
+    ap.add_argument("--record-from", default=None, metavar="JSON")
+    ap.add_argument("--curve-from", default=None, metavar="JSON")
     args = ap.parse_args()
+    if args.record_from:
+        return _record(Path(args.record_from), Path(args.curve_from) if args.curve_from else None)
     from helpers.challenge.accuracy import AccuracyTarget, write_targets
 
     if args.write_targets:
@@ -141,6 +153,40 @@ def main() -> int:
     out["classic"] = _row(v)
     print(f"classic: {v}", flush=True)
     save()
+    return 0
+
+
+def _record(path: Path, curve_path: Path | None) -> int:
+    import statistics
+
+    from helpers import data, results
+
+    p = json.loads(path.read_text())
+    threshold = p["threshold"]
+    ref = p["reference"]
+    variants = {v["label"]: v for v in p["variants"]}
+    accs = [r["accuracy"] for r in ref]
+    figures = {"to_target_reruns": len(ref), "to_target_false_refusals": sum(not r["reached"] for r in ref),
+               "to_target_threshold_pct": 100 * threshold,
+               "reference_time_to_target_s_median": statistics.median(r["train_s"] for r in ref),
+               "reference_train_mfu_pct_median": statistics.median(r["mfu_pct"] for r in ref),
+               "reference_train_accuracy_min": min(accs),
+               "task_quarter_images_gap_pts": 100 * (threshold - variants["quarter images"]["accuracy"]),
+               "task_lr4x_drop_pts": 100 * (statistics.mean(accs) - variants["lr x4"]["accuracy"])}
+    classic = p["classic"]
+    if classic["reached"]:
+        figures["baseline_time_to_target_s"] = classic["train_s"]
+    figures["baseline_to_target_accuracy"] = classic["accuracy"]
+    figures["baseline_to_target_images"] = classic["images"]
+    if curve_path is not None:
+        curve = json.loads(curve_path.read_text())
+        task = dataclasses.asdict(data.CHALLENGE_TASK)
+        runs = [r for t in curve["tasks"] if t["task"] == task for r in t["runs"] if r["recipe"] == "baseline"]
+        if runs:
+            figures["task_accuracy_curve_points"] = len(runs[0]["curve"])
+    header = {"device": p["device"], "torch": p["torch"], "date": p["date"]}
+    out = results.record(figures, path=results.results_path(header, scale="full"), header=header)
+    print(f"recorded in {out}: {figures}")
     return 0
 
 
