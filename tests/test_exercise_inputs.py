@@ -15,6 +15,8 @@ import torch
 
 from helpers import bench, leaderboard
 from helpers.challenge.harness import Submission, judge
+from helpers.challenge.to_target import TrainingVerdict
+from helpers.monitor import MonitorRecord
 from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06
 from helpers.loaders import LoaderSpec
 from fakes import KernelTableProfile, tiny_challenge, tiny_session
@@ -53,6 +55,10 @@ def _pairs(v) -> bool:
 
 # -- what the checks compare with: built or faked cheaply ----------------------------------------------------------
 
+REFERENCE_RUN = TrainingVerdict(name="reference solution", checks={"accuracy_target": (True, "reached")},
+                                accuracy=0.95, target=0.85, train_s=2.0, images=36_864, img_per_s=18_432.0,
+                                mfu_pct=30.0, peak_mem_gib=11.8, nvml_util_pct=None, gpm_sm_pct=None, rehearsal_s=9.0,
+                                monitor=MonitorRecord(source="host", devices=[], period_s=0.1))
 GPU_EVIDENCE = nb01.BaselineEvidence(util_pct=40.0, util_source="nvml", img_per_s=500.0,
                                      phase_ms={"data": 45.0, "h2d": 3.0, "compute": 10.0, "other": 6.0},
                                      ceiling_img_per_s=66_000.0)
@@ -199,6 +205,8 @@ TARGETS = [
      "Your answer should be the function itself, predicted_efficiency_pct"),
     ("nb05 efficiency: what it returns", lambda w, r: nb05.check_predicted_efficiency(lambda c, a, h: w), NOT_NUMBERS,
      "return the efficiency in percent"),
+    ("nb06.0 own training: the run", lambda w, r: nb06.check_own_training(w, REFERENCE_RUN),
+     _without(BATTERY, *BLANK), "my_run should be the verdict judge_training returned"),
     ("nb06.1 cheats: the answer", lambda w, r: nb06.check_spot_the_cheat(w, r),
      _without(BATTERY, *BLANK, where=lambda v: isinstance(v, dict)), "my_cheats should be a dict with one entry per run"),
     ("nb06.1 cheats: its runs", lambda w, r: nb06.check_spot_the_cheat(w, r),
@@ -243,7 +251,8 @@ def test_every_public_check_is_given_the_battery():
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
               "nb02.check_gpu_augment", "nb03.check_fused_softmax", "nb03.check_cuda_graph", "nb03.check_roofline",
               "nb04.check_memory_plan", "nb04.check_amp_step", "nb05.check_ddp_worker",
-              "nb05.check_predicted_efficiency", "nb06.check_spot_the_cheat", "nb06.check_read_the_profile"}
+              "nb05.check_predicted_efficiency", "nb06.check_own_training", "nb06.check_spot_the_cheat",
+              "nb06.check_read_the_profile"}
     assert public == called  # a new check joins TARGETS above
     assert len(per_check()) == len(called) and min(per_check().values()) >= 25
 
@@ -257,10 +266,11 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb04.check_memory_plan(blank, budget=BUDGET, device="cpu"),
     lambda blank, r: nb04.check_amp_step(blank, nb04.amp_plan(), device="cpu"),
     lambda blank, r: nb04.check_amp_step(nb04.amp_step, blank, device="cpu"),
+    lambda blank, r: nb06.check_own_training(blank, REFERENCE_RUN),
     lambda blank, r: nb06.check_spot_the_cheat(blank, r),
     lambda blank, r: nb06.check_read_the_profile(blank, PROFILE),
 ], ids=["nb02 loader", "nb03 softmax", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
-        "nb06.1", "nb06.2"])
+        "nb06.0", "nb06.1", "nb06.2"])
 @pytest.mark.parametrize("blank", [None, ...], ids=["None", "Ellipsis"])
 def test_an_answer_left_blank_is_not_done(call, blank, runs):
     res = call(blank, runs)

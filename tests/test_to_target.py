@@ -249,3 +249,30 @@ def test_the_reference_recipe_s_learning_rate_follows_its_schedule():
 def test_the_answer_key_is_readable_source():
     src = recipes.show(recipes.reference_training)
     assert "def reference_training" in src and "on_device" in src
+
+
+# -- exercise 06.0 -------------------------------------------------------------------------------------------------
+
+def _fake(reached, t, images=1000, img_per_s=500.0):
+    from helpers.monitor import MonitorRecord
+
+    checks = {"accuracy_target": (reached, "held-out accuracy 50.0%")}
+    return to_target.TrainingVerdict(name="run", checks=checks, accuracy=0.5, target=0.4, train_s=t, images=images,
+                                     img_per_s=img_per_s, mfu_pct=1.0, peak_mem_gib=None, nvml_util_pct=None,
+                                     gpm_sm_pct=None, rehearsal_s=0.1,
+                                     monitor=MonitorRecord(source="host", devices=[], period_s=0.1))
+
+
+def test_exercise_06_0_passes_only_within_three_times_the_answer_key_s_time():
+    from helpers.exercises import nb06
+
+    ref = _fake(True, 2.0)
+    assert nb06.check_own_training(..., ref).status == "not done"
+    missed = nb06.check_own_training(_fake(False, 1.0), ref)
+    assert missed.status == "not done" and "50.0%" in missed.message and "6 s" in missed.message
+    slow = nb06.check_own_training(_fake(True, 6.5), ref)
+    assert slow.status == "not done" and "3.2×" in slow.message
+    ok = nb06.check_own_training(_fake(True, 5.9), ref)
+    assert ok.status == "passed" and "faster" not in ok.message
+    assert "faster than the answer key" in nb06.check_own_training(_fake(True, 1.5), ref).message
+    assert nb06.check_own_training(_fake(True, 1.0), _fake(False, 2.0)).status == "failed"

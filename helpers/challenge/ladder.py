@@ -12,8 +12,8 @@ learned less than the baseline from some seeds (rules.SIZES says what was measur
 On a smaller GPU the challenge's 4,096 images leave too few steps for a larger batch: the rung is listed, with the
 reason, and not run (rules.SIZES).
 The custom-kernel rung swaps each block's bias, ReLU and max-pool for one Triton kernel forward and one backward
-(:mod:`helpers.kernels.relu_pool_triton`); the last rung adds the fused optimizer and conv1's input padded to
-eight channels (tensor cores' granularity), both the same function.
+(:mod:`helpers.kernels.relu_pool_triton`); the next adds SGD's fused implementation, and the last pads conv1's
+input to eight channels (tensor cores' granularity), the same function: one change each, so each is measured.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class Rung:
     needs_gpu: bool = False  # CUDA graphs: on a CPU the rung would only repeat the one before
     left_out: str = ""  # why this size of the challenge does not run it (climb says so instead)
     slow_on_cpu: str = ""  # why this rung is slower than the one before on a CPU (climb prints it beside the rung)
+    why: str = ""  # why it is done this way, where that is not obvious (the notebook prints it under the rungs)
 
 
 #: Why the rungs with Triton kernels lose speed on a CPU: printed beside them (when slower than the rung judged
@@ -89,15 +90,18 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
                                        lr_decay=final.final_lr_decay), None, False),
         ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward",
          lambda c: c, _fused, False),
-        ("all: reference solution", "+ SGD's fused implementation, conv1's input padded to 8 channels",
-         lambda c: dataclasses.replace(c, fused_optimizer=True), _fused_padded, False),
+        ("+ fused optimizer", "SGD's fused implementation: one kernel updates every parameter",
+         lambda c: dataclasses.replace(c, fused_optimizer=True), _fused, False),
+        ("all: reference solution", "+ conv1's input padded from 3 to 8 channels with zeros (the same function)",
+         lambda c: c, _fused_padded, False),
     ]
     rungs, cfg = [], base
     for name, adds, change, build, needs_gpu in steps:
         cfg = change(cfg)
         left_out = (final.why_final or "it changes nothing at this size") if name == "+ batch size" and kept else ""
         slow = _INTERPRETED if build is not None else ""
-        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out, slow))
+        why = final.why_lr if name == "+ batch size" and not kept else ""
+        rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out, slow, why))
     return rungs
 
 

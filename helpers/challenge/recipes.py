@@ -70,6 +70,7 @@ class Recipe:
     decay: bool  # then falls linearly to zero at the last step
     images: int  # trained on, in all
     why: str = ""
+    compile_mode: str = "default"  # torch.compile's mode on a GPU ("reduce-overhead": CUDA graphs)
 
 
 #: Per challenge size (rules.SIZES). On a GPU: AdamW at batch 512, whose per-parameter step sizes keep a large batch
@@ -105,7 +106,8 @@ def reference_training(rules) -> Callable:
         scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         model = model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True
-        step_model = torch.compile(model, backend=env.compile_backend(device))
+        mode = recipe.compile_mode if device.type == "cuda" else None  # a CPU captures graphs only (aot_eager)
+        step_model = torch.compile(model, backend=env.compile_backend(device), mode=mode)
         if recipe.optimizer == "adamw":
             opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0,
                                     fused=device.type == "cuda")

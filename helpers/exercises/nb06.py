@@ -16,12 +16,55 @@ import random
 from torch import nn
 
 from ..challenge.harness import Session, Submission, Verdict, judge
+from ..challenge.to_target import TrainingVerdict
 from ..leaderboard import CHECKS
-from .common import (CheckResult, WrongForm, as_choice, as_mapping, as_number, as_pair, as_text, describe, failed,
-                     not_done)
+from .common import (CheckResult, WrongForm, as_choice, as_instance, as_mapping, as_number, as_pair, as_text, describe,
+                     failed, not_done)
 
-__all__ = ["suspects", "check_spot_the_cheat", "cheats_solution", "kind_shares", "check_read_the_profile",
+__all__ = ["check_own_training", "OWN_TRAINING_WITHIN", "suspects", "check_spot_the_cheat", "cheats_solution", "kind_shares", "check_read_the_profile",
            "profile_solution", "PROFILE_TOLERANCE_PTS"]
+
+# -- exercise 0: your own training, to the target -------------------------------------------------------------
+
+#: Exercise 06.0 passes when the learner's run reaches the target within this many times the reference solution's
+#: time to it (judged in the same session, on the same machine).
+OWN_TRAINING_WITHIN = 3.0
+
+
+def check_own_training(mine, reference) -> CheckResult:
+    """``mine``: the learner's run judged by :func:`~helpers.challenge.to_target.judge_training`; ``reference``: the
+    reference solution's, judged in the same session. Passed when ``mine`` reached the target in at most
+    :data:`OWN_TRAINING_WITHIN` times the reference's time to it."""
+    name = "06.0 · your training, to the target"
+    truth = reference.time_to_target_s
+    if mine is None or mine is ...:
+        return not_done(name, truth, "Judge your training function with judge_training first.")
+    try:
+        mine = as_instance(mine, TrainingVerdict, what="my_run", form="the verdict judge_training returned "
+                                                                      "(my_run = judge_training(my_training, ...))")
+    except WrongForm as e:
+        return failed(name, truth, str(e))
+    if reference.time_to_target_s is None:
+        return failed(name, truth, "The reference solution did not reach the target here, so there is no time to "
+                                   "compare with: " + "; ".join(reference.reasons))
+    bar = OWN_TRAINING_WITHIN * reference.time_to_target_s
+    if not mine.reached:
+        why = "; ".join(mine.reasons)
+        return not_done(name, truth, f"Your run has not reached the target yet ({why}). Reach it within "
+                                     f"{bar:.3g} s ({OWN_TRAINING_WITHIN:g}× the reference solution's "
+                                     f"{reference.time_to_target_s:.3g} s).")
+    if mine.time_to_target_s > bar:
+        return not_done(name, truth, f"It reaches the target, in {mine.time_to_target_s:.3g} s: "
+                                     f"{mine.time_to_target_s / reference.time_to_target_s:.1f}× the reference "
+                                     f"solution's {reference.time_to_target_s:.3g} s. Bring it within {bar:.3g} s: "
+                                     f"read its img/s ({mine.img_per_s:,.0f}) beside the reference's "
+                                     f"({reference.img_per_s:,.0f}), and its images ({mine.images:,}) beside "
+                                     f"{reference.images:,}.")
+    faster = mine.time_to_target_s <= reference.time_to_target_s
+    return CheckResult(name, "passed", f"Reached the target in {mine.time_to_target_s:.3g} s against the reference "
+                                       f"solution's {reference.time_to_target_s:.3g} s"
+                                       + (": faster than the answer key." if faster else "."), mine.time_to_target_s)
+
 
 # -- exercise 1: spot the runs that cheat -----------------------------------------------------------------
 

@@ -77,6 +77,9 @@ def main() -> int:
     ap.add_argument("--out", default="time_to_target.json")
     ap.add_argument("--write-targets", default=None, metavar="JSON")
     ap.add_argument("--record-from", default=None, metavar="JSON")
+    ap.add_argument("--recipes", nargs="*", default=None, metavar="OPT:BATCH:LR:WARMUP:IMAGES[:MODE]",
+                    help="instead of the whole probe: the reference solution with these recipes (adamw or sgd; MODE "
+                         "is torch.compile's), each from --reference-seeds seeds, its time and MFU")
     ap.add_argument("--curve-from", default=None, metavar="JSON")
     args = ap.parse_args()
     if args.record_from:
@@ -94,6 +97,7 @@ def main() -> int:
     from helpers.challenge import recipes
     from helpers.challenge.harness import Session
     from helpers.challenge.rules import Rules
+    from helpers.challenge.accuracy import time_target as target_now
     from helpers.challenge.to_target import judge_training
 
     rules = Rules.at_scale()
@@ -107,6 +111,26 @@ def main() -> int:
     def save():
         out["s"] = round(time.perf_counter() - t0, 1)
         Path(args.out).write_text(json.dumps(out, indent=1))
+
+    if args.recipes is not None:
+        out["recipes"] = []
+        base = recipes.REFERENCE_RECIPES[rules.size]
+        for text in args.recipes:
+            opt, batch, lr, warm, images, *mode = text.split(":")
+            recipe = dataclasses.replace(base, optimizer=opt, batch_size=int(batch), lr=float(lr),
+                                         warmup_steps=int(warm), images=int(images),
+                                         compile_mode=mode[0] if mode else "default")
+            recipes.REFERENCE_RECIPES[rules.size] = recipe
+            try:
+                for seed in range(args.reference_seeds):
+                    v = judge_training(recipes.reference_training(rules), session, target_now(rules), name=text,
+                                       build_model=recipes.reference_build, rerun_seed=seed)
+                    out["recipes"].append({"recipe": text, "seed": seed, **_row(v)})
+                    print(f"{text} seed {seed}: {v}", flush=True)
+                    save()
+            finally:
+                recipes.REFERENCE_RECIPES[rules.size] = base
+        return 0
 
     epoch = (rules.dataset_size // 1024) * 1024
     reruns = []
