@@ -1,21 +1,6 @@
-"""Fakes the tests share (import them: ``from fakes import KernelTableProfile``; pytest puts tests/ on the path)."""
+"""Fakes the tests share (import them: ``from fakes import tiny_session``; pytest puts tests/ on the path)."""
 
 from __future__ import annotations
-
-import pandas as pd
-
-from helpers import profiling
-
-
-class KernelTableProfile(profiling.ProfileResult):
-    """A profile's kernel table without a profiler: convolutions take 50% of the kernel time, pooling 25%, GEMM 25%."""
-
-    def __init__(self):
-        super().__init__(prof=None, active_steps=1)
-
-    def top_kernels(self, n):
-        return pd.DataFrame({"kind": ["convolution", "pooling", "convolution", "GEMM"],
-                             "total_us": [300.0, 250.0, 200.0, 250.0]})
 
 
 def tiny_challenge():
@@ -35,3 +20,24 @@ def tiny_session(rules, *, matmul_tflops: float = 0.1):
     ceil = bench.Ceilings("test CPU", matmul_tflops=matmul_tflops, matmul_dtype="float32", matmul_n=64,
                           copy_gb_per_s=1.0, copy_bytes=1)
     return Session(rules, ceil, bench.flops_per_image(models.ReferenceCNN(rules.image_size), rules.image_size), "cpu")
+
+
+def next_change_case():
+    """A final step on an 800 TFLOP/s, 3 TB/s roofline, as ``(kernels, final, ceil)``: the convolutions at 89% of
+    their (memory) roof save 1.67 ms of a 25 ms step at their roof; the fully connected layers, at 50% of theirs, only
+    1.5 ms; the pool backward 0.2 ms. So the answer is the convolutions, MFU 28% → 30.0%."""
+    import types
+
+    from helpers import bench
+    from helpers.challenge.step_roofline import StepKernels
+    from helpers.roofline import RooflinePoint
+
+    ceil = bench.Ceilings("test GPU", matmul_tflops=800.0, matmul_dtype="bfloat16", matmul_n=8192,
+                          copy_gb_per_s=3000.0, copy_bytes=1)
+    points = [RooflinePoint("convolutions", flops=6e12, bytes=4e10, kind="convolution", ms=15.0),
+              RooflinePoint("fully connected", flops=1.2e12, bytes=2e9, kind="GEMM", ms=3.0),
+              RooflinePoint("fused pool backward", flops=1e9, bytes=6e9, kind="pooling", ms=2.2)]
+    kernels = StepKernels(points=points, shares={"convolutions": 68.0, "fully connected": 13.6,
+                                                 "fused pool backward": 10.0},
+                          unplaced={"elementwise": 8.4}, step_kernel_ms=22.0)
+    return kernels, types.SimpleNamespace(step_ms=25.0, mfu_pct=28.0), ceil

@@ -20,7 +20,7 @@ from helpers.challenge.step_roofline import step_costs, step_roofline
 from helpers.inference import serve_sweep
 from helpers.challenge.rules import RuleBroken, Rules, same_function
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
-from fakes import KernelTableProfile, tiny_challenge, tiny_session
+from fakes import tiny_challenge, tiny_session
 
 TINY, FAST = tiny_challenge()
 SVG = "{http://www.w3.org/2000/svg}"
@@ -159,17 +159,21 @@ def test_spot_the_cheat_passes_the_harness_answer_and_says_what_a_wrong_one_miss
     assert "one entry per run" in nb06.check_spot_the_cheat({"run A": None}, runs).message
 
 
-def test_read_the_profile_wants_the_largest_kind_summed_with_its_share():
+def test_what_to_change_next_is_the_group_that_saves_most_at_its_roof_and_its_mfu_then():
     from helpers.exercises import nb06
 
-    assert nb06.profile_solution(KernelTableProfile()) == ("convolution", 50.0)
-    assert nb06.check_read_the_profile(("convolution", 47), KernelTableProfile()).passed
-    res = nb06.check_read_the_profile(("pooling", 25), KernelTableProfile())  # the largest single row is not the largest kind
-    assert not res.passed and "another kind takes more" in res.message
-    res = nb06.check_read_the_profile(("convolution", 30), KernelTableProfile())  # one kernel's share, not the kind's
-    assert not res.passed and "20 points too low" in res.message
-    assert "fraction" in nb06.check_read_the_profile(("convolution", 0.5), KernelTableProfile()).message
-    assert nb06.check_read_the_profile(..., KernelTableProfile()).status == "not done"
+    from fakes import next_change_case
+
+    kernels, final, ceil = next_change_case()
+    group, mfu = nb06.next_change_solution(kernels, final, ceil)
+    assert group == "convolutions" and mfu == pytest.approx(28.0 * 25 / (25 - (15 - 6e12 / 450e12 * 1e3)))
+    assert nb06.check_next_change(("convolutions", 30.2), kernels, final, ceil).passed
+    far = nb06.check_next_change(("fully connected", 30.0), kernels, final, ceil)  # furthest from its roof, saves less
+    assert not far.passed and "compare what each would save" in far.message and "50% of their roof" in far.message
+    low = nb06.check_next_change(("convolutions", 28.0), kernels, final, ceil)  # the MFU it has now
+    assert not low.passed and "too low" in low.message
+    assert "fraction" in nb06.check_next_change(("convolutions", 0.3), kernels, final, ceil).message
+    assert nb06.check_next_change(..., kernels, final, ceil).status == "not done"
 
 
 # -- the final step on the roofline, the reflection, the report ---------------------------------------------------

@@ -19,7 +19,7 @@ from helpers.challenge.to_target import TrainingVerdict
 from helpers.monitor import MonitorRecord
 from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06
 from helpers.loaders import LoaderSpec
-from fakes import KernelTableProfile, tiny_challenge, tiny_session
+from fakes import next_change_case, tiny_challenge, tiny_session
 
 NAN, INF = float("nan"), float("inf")
 
@@ -59,6 +59,7 @@ REFERENCE_RUN = TrainingVerdict(name="reference solution", checks={"accuracy_tar
                                 accuracy=0.95, target=0.85, train_s=2.0, images=36_864, img_per_s=18_432.0,
                                 mfu_pct=30.0, peak_mem_gib=11.8, nvml_util_pct=None, gpm_sm_pct=None, rehearsal_s=9.0,
                                 monitor=MonitorRecord(source="host", devices=[], period_s=0.1))
+NEXT = next_change_case()
 GPU_EVIDENCE = nb01.BaselineEvidence(util_pct=40.0, util_source="nvml", img_per_s=500.0,
                                      phase_ms={"data": 45.0, "h2d": 3.0, "compute": 10.0, "other": 6.0},
                                      ceiling_img_per_s=66_000.0)
@@ -74,7 +75,6 @@ PLACED = nb03.placements(KERNELS, CPU_CEIL)
 BUDGET = nb04.MemoryBudget(base_batch=64, factor=2, budget_gib=0.05, base_img_per_s=100.0, image_size=32)
 
 
-PROFILE = KernelTableProfile()  # convolutions take 50% of the kernel time
 
 
 def _never(*args, **kwargs):
@@ -216,12 +216,12 @@ TARGETS = [
     ("nb06.1 cheats: one run's rule", lambda w, r: nb06.check_spot_the_cheat({**RIGHT_CHEATS, "run B": w}, r),
      {**_without(BATTERY, "None"), "two rules in a list": ["same_function", "images_seen"]},
      "my_cheats['run B'] should be one of 'same_function', 'images_seen', 'accuracy_not_worse' or None"),
-    ("nb06.2 profile: the answer", lambda w, r: nb06.check_read_the_profile(w, PROFILE),
-     _without(BATTERY, *BLANK, where=_pairs), "my_profile_answer should be a (kind, share in %) pair"),
-    ("nb06.2 profile: the kind", lambda w, r: nb06.check_read_the_profile((w, 48.0), PROFILE), _not_text(BATTERY),
-     "The kind in my_profile_answer should be a kind's name"),
-    ("nb06.2 profile: the share", lambda w, r: nb06.check_read_the_profile(("convolution", w), PROFILE),
-     {**BATTERY, "101": 101, "1e300": 1e300}, "The share in my_profile_answer should be a share in % from 0 to 100"),
+    ("nb06.2 next change: the answer", lambda w, r: nb06.check_next_change(w, *NEXT),
+     _without(BATTERY, *BLANK, where=_pairs), "my_next_change should be a (group, MFU in %) pair"),
+    ("nb06.2 next change: the group", lambda w, r: nb06.check_next_change((w, 30.0), *NEXT),
+     {**BATTERY, "another group": "pooling"}, "The group in my_next_change should be one of"),
+    ("nb06.2 next change: the MFU", lambda w, r: nb06.check_next_change(("convolutions", w), *NEXT),
+     {**BATTERY, "101": 101, "1e300": 1e300}, "The MFU in my_next_change should be an MFU in % from 0 to 100"),
 ]
 
 CASES = [pytest.param(call, wrong, says, id=f"{target} <- {label}")
@@ -252,7 +252,7 @@ def test_every_public_check_is_given_the_battery():
               "nb02.check_gpu_augment", "nb03.check_fused_softmax", "nb03.check_cuda_graph", "nb03.check_roofline",
               "nb04.check_memory_plan", "nb04.check_amp_step", "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb06.check_own_training", "nb06.check_spot_the_cheat",
-              "nb06.check_read_the_profile"}
+              "nb06.check_next_change"}
     assert public == called  # a new check joins TARGETS above
     assert len(per_check()) == len(called) and min(per_check().values()) >= 25
 
@@ -268,7 +268,7 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb04.check_amp_step(nb04.amp_step, blank, device="cpu"),
     lambda blank, r: nb06.check_own_training(blank, REFERENCE_RUN),
     lambda blank, r: nb06.check_spot_the_cheat(blank, r),
-    lambda blank, r: nb06.check_read_the_profile(blank, PROFILE),
+    lambda blank, r: nb06.check_next_change(blank, *NEXT),
 ], ids=["nb02 loader", "nb03 softmax", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
         "nb06.0", "nb06.1", "nb06.2"])
 @pytest.mark.parametrize("blank", [None, ...], ids=["None", "Ellipsis"])
@@ -303,7 +303,7 @@ def test_numpy_scalars_and_0d_tensors_are_accepted_as_numbers(wrap, monkeypatch)
     assert nb01.check_baseline_analysis(answer, GPU_EVIDENCE).passed
     placed = {k: nb03.Placement(wrap(p.flops), wrap(p.bytes), p.bound) for k, p in PLACED.items()}
     assert nb03.check_roofline(placed, CPU_CEIL, kernels=KERNELS).passed
-    assert nb06.check_read_the_profile(("convolution", wrap(48.0)), PROFILE).passed
+    assert nb06.check_next_change(("convolutions", wrap(30.0)), *NEXT).passed
     monkeypatch.setattr(nb04, "measure_plan", lambda plan, **kw: (0.04, 120.0))  # within BUDGET's 0.05 GiB
     res = nb04.check_memory_plan(nb04.MemoryPlan(wrap(64.0), "bf16", np.bool_(False), np.int64(2)), budget=BUDGET,
                                  device="cpu")
@@ -313,7 +313,7 @@ def test_numpy_scalars_and_0d_tensors_are_accepted_as_numbers(wrap, monkeypatch)
 def test_reference_answers_still_pass_and_names_match_without_regard_to_case(runs):
     assert nb03.check_roofline({k: dataclasses.replace(p, bound=f" {p.bound.title()} ") for k, p in PLACED.items()},
                                CPU_CEIL, kernels=KERNELS).passed
-    assert nb06.check_read_the_profile(["Convolution ", 48], PROFILE).passed  # a list of two is a pair too
+    assert nb06.check_next_change(["Convolutions ", 30], *NEXT).passed  # a list of two is a pair too
     assert nb06.check_spot_the_cheat(nb06.cheats_solution(runs), runs).passed
     assert nb06.check_spot_the_cheat({**RIGHT_CHEATS, "run B": "Same_Function"}, runs).passed
 
@@ -342,11 +342,11 @@ def test_spot_the_cheat_accepts_any_rule_a_run_really_broke(runs):
     assert not one.passed and "run C broke images_seen, not accuracy_not_worse: trained on 32" in one.message
 
 
-def test_read_the_profile_refuses_nan_and_a_list_for_a_kind():
-    res = nb06.check_read_the_profile(("convolution", NAN), PROFILE)
+def test_next_change_refuses_nan_and_a_list_for_a_group():
+    res = nb06.check_next_change(("convolutions", NAN), *NEXT)
     assert res.status == "failed" and "you gave NaN" in res.message and "you said" not in res.message
-    res = nb06.check_read_the_profile((["convolution"], 42), PROFILE)
-    assert res.status == "failed" and "The kind in my_profile_answer should be" in res.message
+    res = nb06.check_next_change((["convolutions"], 30), *NEXT)
+    assert res.status == "failed" and "The group in my_next_change should be" in res.message
     assert "you gave a list of 1 item" in res.message
-    res = nb06.check_read_the_profile(("convolution", math.inf), PROFILE)
+    res = nb06.check_next_change(("convolutions", math.inf), *NEXT)
     assert res.status == "failed" and "you gave inf" in res.message

@@ -437,3 +437,23 @@ def test_the_spot_the_cheat_suspects_still_split_as_they_should(session):
     assert None in answer.values()  # the honest run passes
     assert "images_seen" in answer.values()
     assert nb06.check_spot_the_cheat(answer, runs).passed
+
+
+def test_the_suspects_evidence_tells_each_rule_apart_without_the_verdicts(session):
+    """06.1 shows what was measured, not the verdicts: the cheaper network has fewer FLOPs and a large logits gap,
+    the short run fewer images, and nothing in the table names a rule or says refused."""
+    from helpers.exercises import nb06
+
+    small = judge(Submission("baseline", dataclasses.replace(FAST, batch_size=4)), session)
+    runs = nb06.suspects(session, small, seed=0)
+    answer = nb06.cheats_solution(runs)
+    ev = runs.evidence
+    honest = next(n for n, r in answer.items() if r is None)
+    cheaper = next(n for n, r in answer.items() if r == "same_function")
+    short = next(n for n, r in answer.items() if r == "images_seen")
+    assert ev[cheaper].gflop_per_image < ev[honest].gflop_per_image and ev[cheaper].logits_gap_pct > 10
+    assert ev[honest].logits_gap_pct < 1e-3 and ev[cheaper].images == 0
+    assert ev[short].images < ev[honest].images == TINY.images
+    shown = repr(nb06.evidence_table(runs))
+    for word in ("same_function", "images_seen", "accuracy_not_worse", "REFUSED", "passed"):
+        assert word not in shown

@@ -98,16 +98,11 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
                       f"{tables.percent(share)}% of the final step's kernel time "
                       f"({tables.sig(kernels.step_kernel_ms)} ms){where}.")
         # What each group would save at its roof: its time now minus the least time its FLOPs and bytes allow
-        savings = []
-        for p in kernels.points:
-            least_ms = p.flops / (attainable_tflops(p.intensity, ceil) * 1e12) * 1e3
-            savings.append((p.ms - least_ms, p))
-        save, p = max(savings, key=lambda s: s[0])
         step = final.step_ms
-        mfu_then = final.mfu_pct * step / max(step - save, 1e-9)
+        saving = kernels.largest_saving(ceil, step_ms=step, mfu_pct=final.mfu_pct)
         unplaced = ", ".join(f"{k} {tables.percent(v)}%" for k, v in kernels.unplaced.items() if v >= 1)
-        try_next = (f"{p.name}: at their roof they would take {save:.3g} ms less of a {tables.sig(step)} ms step, "
-                    f"which would lift MFU to at most {tables.percent(mfu_then)}%."
+        try_next = (f"{saving.group}: at their roof they would take {saving.save_ms:.3g} ms less of a "
+                    f"{tables.sig(step)} ms step, which would lift MFU to at most {tables.percent(saving.mfu_pct_then)}%."
                     + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."
                        if unplaced else ""))
     else:

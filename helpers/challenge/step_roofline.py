@@ -38,7 +38,7 @@ PAST_THE_ROOF = ("Above 100% ({names}): the memory roof is the bandwidth one cop
                  "FLOP/byte counts (part of its input still in the L2 cache) or mostly reads (max-pool reads four "
                  "values for each it writes), which memory serves faster than a copy's even mix.")
 
-__all__ = ["StepKernels", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD", "PAST_THE_ROOF"]
+__all__ = ["StepKernels", "Saving", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD", "PAST_THE_ROOF"]
 
 FUSED_FORWARD = "relu_maxpool_fwd"  # the Triton kernels' names (helpers.kernels.relu_pool_triton)
 FUSED_BACKWARD = "relu_maxpool_bwd"
@@ -118,6 +118,17 @@ class StepKernels:
                          "% of roof": 100 * p.achieved_tflops / roof})
         return pd.DataFrame(rows)
 
+    def largest_saving(self, ceil: Ceilings, *, step_ms: float, mfu_pct: float) -> "Saving":
+        """The group that would save the most of a ``step_ms`` step if it ran at its roof (its time now less the
+        least its FLOPs and bytes allow), and the MFU the run (at ``mfu_pct`` now) would reach then, everything
+        else as it is: MFU grows as the step's time shrinks."""
+        savings = []
+        for p in self.points:
+            least_ms = p.flops / (attainable_tflops(p.intensity, ceil) * 1e12) * 1e3
+            savings.append((p.ms - least_ms, p.name))
+        save_ms, name = max(savings)
+        return Saving(name, save_ms, mfu_pct * step_ms / max(step_ms - save_ms, 1e-9))
+
     def readable(self, ceil: Ceilings) -> tables.Table:
         """:meth:`table` as a person reads it: three significant figures, shares in %; a note under it where a
         kernel passes its roof, saying why that can happen."""
@@ -127,6 +138,15 @@ class StepKernels:
         if over:
             t = dataclasses.replace(t, notes=t.notes + (PAST_THE_ROOF.format(names=", ".join(over)),))
         return t
+
+
+@dataclasses.dataclass(frozen=True)
+class Saving:
+    """What running one group of kernels at its roof would save: :meth:`StepKernels.largest_saving`."""
+
+    group: str
+    save_ms: float  # per step
+    mfu_pct_then: float
 
 
 def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, image_size: int, batch: int,

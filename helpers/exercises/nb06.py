@@ -1,9 +1,12 @@
-"""06_final_challenge's exercises: spot the runs that break the rules, and read the final run's profile.
+"""06_final_challenge's exercises: your own training to the target, spot the runs that break the rules, and what to
+change next in the final step.
 
     from helpers.exercises import nb06 as checks
+    checks.check_own_training(my_run, answer)            # within 3× the answer key's time to the target
     runs = checks.suspects(session, baseline)            # four runs, shuffled, named "run A" … "run D"
+    checks.evidence_table(runs)                          # what was measured of each, without the verdicts
     checks.check_spot_the_cheat({"run A": None, "run B": "same_function", ...}, runs)
-    checks.check_read_the_profile(("convolution", 48.0), final.profile)
+    checks.check_next_change(("fully connected", 31.0), kernels, final, session.ceilings)
 
 Try the exercises before reading the reference solutions below.
 """
@@ -11,18 +14,22 @@ Try the exercises before reading the reference solutions below.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 from torch import nn
 
+from .. import bench, tables
 from ..challenge.harness import Session, Submission, Verdict, judge
+from ..challenge.start import start_model
 from ..challenge.to_target import TrainingVerdict
 from ..leaderboard import CHECKS
 from .common import (CheckResult, WrongForm, as_choice, as_instance, as_mapping, as_number, as_pair, as_text, describe,
                      failed, not_done)
 
-__all__ = ["check_own_training", "OWN_TRAINING_WITHIN", "suspects", "check_spot_the_cheat", "cheats_solution", "kind_shares", "check_read_the_profile",
-           "profile_solution", "PROFILE_TOLERANCE_PTS"]
+__all__ = ["check_own_training", "OWN_TRAINING_WITHIN", "suspects", "Suspects", "Evidence", "evidence_table",
+           "check_spot_the_cheat", "cheats_solution", "check_next_change", "next_change_solution",
+           "NEXT_CHANGE_TOLERANCE_PTS"]
 
 # -- exercise 0: your own training, to the target -------------------------------------------------------------
 
@@ -75,10 +82,79 @@ def _one_by_one_conv3(model: nn.Module) -> nn.Module:
     return model
 
 
-def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) -> dict[str, Verdict]:
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What the harness measured of one suspect, without its verdict: the raw figures a judge reads."""
+
+    run: str
+    images: int  # trained on (0: it was not trained)
+    gflop_per_image: float  # of the network it trains, forward and backward (FlopCounterMode)
+    logits_gap_pct: float  # its logits against the reference network's on the same weights before training, in %
+    accuracy: float  # held-out (NaN: not trained)
+    loss_first: float  # mean training loss over the first quarter of its measured steps (NaN: not trained)
+    loss_last: float  # ... and over the last quarter
+    img_per_s: float
+
+
+class Suspects(dict):
+    """The suspects' verdicts by name (``"run A"`` …), and what was measured of each (``.evidence``)."""
+
+    evidence: dict[str, Evidence]
+
+
+def _evidence(name: str, sub: Submission, v: Verdict, session: Session) -> Evidence:
+    rules = session.rules
+    ref = start_model(rules)
+    model = sub.build_model(start_model(rules)) if sub.build_model is not None else start_model(rules)
+    gflop = bench.flops_per_image(model, rules.image_size) / 1e9
+    gap = _logits_gap_pct(model, ref, rules.image_size)
+    losses = list(v.train.losses) if v.train is not None else []
+    quarter = max(1, len(losses) // 4)
+    return Evidence(name, v.images_seen, gflop, gap, v.accuracy, _mean(losses[:quarter]),
+                    _mean(losses[-quarter:]), v.img_per_s)
+
+
+def _logits_gap_pct(model: nn.Module, reference: nn.Module, image_size: int) -> float:
+    """The largest difference of ``model``'s logits from ``reference``'s (the same weights), over the largest of
+    the reference's, in %: fp32 on the CPU, evaluation mode, four images drawn from a fixed seed."""
+    import torch
+
+    x = torch.randn(4, 3, image_size, image_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got, want = model.float().eval()(x), reference.float().eval()(x)
+    return 100 * float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def evidence_table(runs: "Suspects"):
+    """The suspects' raw figures side by side, as a person reads them (no verdict, no rule's name)."""
+    import pandas as pd
+
+    def num(v, fmt):
+        return tables.MISSING if v is None or math.isnan(v) else format(v, fmt)
+
+    rows = []
+    for e in runs.evidence.values():
+        rows.append({"run": e.run, "images trained": f"{e.images:,}" if e.images else tables.MISSING,
+                     "GFLOP per image": tables.sig(e.gflop_per_image),
+                     "logits gap vs the reference %": "< 0.001" if e.logits_gap_pct < 1e-3 else tables.sig(e.logits_gap_pct),
+                     "held-out accuracy %": num(100 * e.accuracy, ".1f"),
+                     "loss, first quarter": num(e.loss_first, ".3g"), "loss, last quarter": num(e.loss_last, ".3g"),
+                     "img/s": num(e.img_per_s, ",.0f")})
+    notes = ("— not trained: the harness stopped it before its first step",) if any(
+        not e.images for e in runs.evidence.values()) else ()
+    data = pd.DataFrame([dataclasses.asdict(e) for e in runs.evidence.values()]).set_index("run")
+    return tables.Table(data=data, shown=pd.DataFrame(rows).set_index("run"), notes=notes)
+
+
+def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) -> Suspects:
     """Four runs judged by the harness, in a shuffled order as "run A" … "run D": one honest, one with a cheaper
     network, one that trains on half the images, one with the learning rate scaled 16× (with the batch, where it
-    fits). Which break a rule (and which rule) is for the learner to find from what each printed."""
+    fits). Which break a rule (and which rule) is for the learner to find from what was measured of each
+    (:func:`evidence_table`), not from the verdicts."""
     base = baseline.config
     fast = dataclasses.replace(base, data="gpu", sync_each_step=False, item_each_step=False, dtype="bf16",
                                channels_last=True, cudnn_benchmark=True, warmup_steps=5)
@@ -94,10 +170,12 @@ def suspects(session: Session, baseline: Verdict, *, seed: int | None = None) ->
         Submission("learning rate ×16", dataclasses.replace(fast, batch_size=big, lr=base.lr * 16)),
     ]
     random.Random(seed).shuffle(subs)
-    out: dict[str, Verdict] = {}
+    out = Suspects()
+    out.evidence = {}
     for letter, sub in zip("ABCD", subs):
         name = f"run {letter}"
         out[name] = judge(dataclasses.replace(sub, name=name), session, baseline=baseline)
+        out.evidence[name] = _evidence(name, sub, out[name], session)
     return out
 
 
@@ -126,7 +204,7 @@ def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, V
     name = "06.1 · spot the cheat"
     truth = cheats_solution(runs)
     if answer is None or answer is ...:
-        return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness printed.")
+        return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness measured of it.")
     try:
         answer = as_mapping(answer, what="my_cheats", form=_CHEATS_FORM)
     except WrongForm as e:
@@ -172,50 +250,51 @@ def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, V
                                        "exactly those.", answer)
 
 
-# -- exercise 2: read the final run's profile -----------------------------------------------------------
+# -- exercise 2: what to change next, and the most it can gain ---------------------------------------------------
 
-#: How far (percentage points) a share read off the table may be from the profile's own.
-PROFILE_TOLERANCE_PTS = 5.0
-
-
-def kind_shares(prof) -> dict[str, float]:
-    """Share (%) of the profiled time per kind of kernel, largest first (:meth:`ProfileResult.kind_shares`)."""
-    return prof.kind_shares()
+#: How far (MFU percentage points) the answer's MFU may be from the roofline's own: the table rounds to three figures.
+NEXT_CHANGE_TOLERANCE_PTS = 1.0
 
 
-def profile_solution(prof) -> tuple[str, float]:
-    """The reference answer: the kind with the most time, and its share in %."""
-    shares = kind_shares(prof)
-    kind = next(iter(shares))
-    return kind, shares[kind]
+def next_change_solution(kernels, final, ceil) -> tuple[str, float]:
+    """The reference answer: the group of the final step's kernels that would save the most time at its roof, and
+    the MFU the final run would reach then (:meth:`~helpers.challenge.step_roofline.StepKernels.largest_saving`)."""
+    s = kernels.largest_saving(ceil, step_ms=final.step_ms, mfu_pct=final.mfu_pct)
+    return s.group, s.mfu_pct_then
 
 
-def check_read_the_profile(answer: tuple[str, float] | None, prof) -> CheckResult:
-    """``answer``: (the kind of kernel that takes the most of the final run's time, its share in %)."""
-    name = "06.2 · read the profile"
-    shares = kind_shares(prof)
-    truth = profile_solution(prof)
+def check_next_change(answer: tuple[str, float] | None, kernels, final, ceil) -> CheckResult:
+    """``answer``: (the group of kernels to make faster next, the MFU the final run would reach at most if that group
+    ran at its roof, everything else as it is, in %)."""
+    name = "06.2 · what to change next"
+    truth = next_change_solution(kernels, final, ceil)
+    groups = [p.name for p in kernels.points]
     if answer is None or answer is ...:
-        return not_done(name, truth, "Group the final run's kernels by kind and give the largest with its share (%).")
+        return not_done(name, truth, "Name the group to make faster next and the MFU it could bring at most.")
     try:
-        kind, pct = as_pair(answer, what="my_profile_answer", form="a (kind, share in %) pair such as ('GEMM', 12.5)")
-        kind = as_text(kind, what="The kind in my_profile_answer", form="a kind's name as the table writes it, "
-                                                                       "such as 'GEMM'")
-        pct = as_number(pct, what="The share in my_profile_answer", form="a share in % from 0 to 100, such as 12.5",
+        group, pct = as_pair(answer, what="my_next_change", form="a (group, MFU in %) pair such as "
+                                                                  "('fully connected', 31.0)")
+        group = as_choice(group, groups, what="The group in my_next_change", noun="a group of the roofline table")
+        pct = as_number(pct, what="The MFU in my_next_change", form="an MFU in % from 0 to 100, such as 31.0",
                         low=0, high=100)
     except WrongForm as e:
         return failed(name, truth, str(e))
-    kind = {k.casefold(): k for k in shares}.get(kind.casefold(), kind)  # 'gemm' names the table's 'GEMM'
     if 0 < pct <= 1 and truth[1] > 1:
-        return failed(name, truth, f"{pct} looks like a fraction; give the share in % (0 to 100).")
-    if kind != truth[0]:
-        said = f"{shares[kind]:.0f}%" if kind in shares else "nothing"
-        return failed(name, truth, f"{kind!r} takes {said} of the time; another kind takes more. Sum the table's "
-                                   "time per kind before comparing.")
+        return failed(name, truth, f"{pct} looks like a fraction; give the MFU in % (0 to 100).")
+    table = kernels.table(ceil).set_index("kernels")
+    if group != truth[0]:
+        yours = table.loc[group]
+        return failed(name, truth, f"{group} take {yours['ms per step']:.3g} ms per step at "
+                                   f"{yours['% of roof']:.0f}% of their roof: at the roof they would save "
+                                   f"{yours['ms per step'] * (1 - yours['% of roof'] / 100):.3g} ms. Another group "
+                                   "would save more: compare what each would save, not how far each is from its roof.")
     off = pct - truth[1]
-    if abs(off) > PROFILE_TOLERANCE_PTS:
+    if abs(off) > NEXT_CHANGE_TOLERANCE_PTS:
         way = "high" if off > 0 else "low"
-        return failed(name, truth, f"Right kind, but {pct:.0f}% is {abs(off):.0f} points too {way}: share of the "
-                                   "summed kernel time of the profiled steps, not of one kernel.")
-    return CheckResult(name, "passed", f"Yes: {kind} takes {truth[1]:.0f}% of the final step's time"
-                                       f" (you said {pct:.0f}%). That is where the next gain must come from.", answer)
+        return failed(name, truth, f"Right group, but {pct:.1f}% is {abs(off):.1f} points too {way}: MFU grows as the "
+                                   f"step's time shrinks ({tables.sig(final.step_ms)} ms now, MFU "
+                                   f"{tables.percent(final.mfu_pct)}%), and the group saves its time now less the "
+                                   "least its FLOPs and bytes allow.")
+    return CheckResult(name, "passed", f"Yes: {group} at their roof would lift MFU to at most "
+                                       f"{tables.percent(truth[1])}% (you said {pct:.1f}%). That is the most this "
+                                       "change can gain: the rest of the step stays as it is.", answer)
