@@ -14,18 +14,23 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.relu_pool_triton ·
-    kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch
+    kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch ·
+    challenge.accuracy · challenge.training_data
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
                                                      what ncu measures; the Triton softmax; ReLU + max-pool fused,
                                                      forward and backward, in Triton; a CUDA extension; where a
                                                      step's memory goes; accumulation; expandable segments; torchrun
-                                                     from a notebook
+                                                     from a notebook; held-out accuracy; the training set handed to a
+                                                     learner's function, counted
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
-    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry
+    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry · challenge.function_check ·
+    challenge.recipes
                                                      input pipelines; torch.profiler; the roofline; launches; CUDA
                                                      graphs replayed and timed; softmax variants; attention; the
                                                      largest batch; the DDP worker; one rank's trace and HTA's
-                                                     overlap; torchrun on many nodes, Slurm; a leaderboard entry
+                                                     overlap; torchrun on many nodes, Slurm; a leaderboard entry; the
+                                                     same-function check; the classic loop and the answer key as
+                                                     training functions
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;

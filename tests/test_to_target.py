@@ -276,3 +276,12 @@ def test_exercise_06_0_passes_only_within_three_times_the_answer_key_s_time():
     assert ok.status == "passed" and "faster" not in ok.message
     assert "faster than the answer key" in nb06.check_own_training(_fake(True, 1.5), ref).message
     assert nb06.check_own_training(_fake(True, 1.0), _fake(False, 2.0)).status == "failed"
+
+
+def test_what_the_function_prints_in_the_rehearsal_stays_off_the_output(session, capsys):
+    def train(model, data, device):
+        print("batch size 16")
+        return sgd()(model, data, device)
+
+    judge_training(train, session, EASY)
+    assert capsys.readouterr().out.count("batch size 16") == 1  # the timed run's, not the rehearsal's

@@ -36,8 +36,10 @@ beside it. A run that misses the target is refused with its accuracy and its tim
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import io
 import math
 import random
 import time
@@ -177,7 +179,7 @@ class _Clock:
         return _Pause()
 
 
-def _random_data(rules, n: int, image_size: int, hand_out: HandOut) -> TrainingData:
+def _random_data(n: int, image_size: int, hand_out: HandOut) -> TrainingData:
     """Random images and labels, as many as the training set holds (a function may size its schedule by
     ``len(data)``): what the rehearsal trains on, so no real image is learned from outside the clock."""
     rng = np.random.default_rng(random.SystemRandom().randrange(2**32))
@@ -233,7 +235,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     t = time.perf_counter()
     rehearsal = HandOut(limit_batches=rehearsal_batches)
     try:
-        train(copy.deepcopy(model), _random_data(rules, rules.dataset_size, rules.image_size, rehearsal), device)
+        # what the function prints while it rehearses on random images is not the run's: kept off the output
+        with contextlib.redirect_stdout(io.StringIO()):
+            train(copy.deepcopy(model), _random_data(rules.dataset_size, rules.image_size, rehearsal), device)
     except RehearsalOver:
         pass
     except Exception as e:  # noqa: BLE001
