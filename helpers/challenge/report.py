@@ -258,7 +258,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"<h1>Final challenge report{': ' + _h(author) if author.strip() else ''}</h1>",
              *_hand_in(author, submission, reference),
              f"<p class='meta'>{_h(env.today())}\n" + "\n".join(_h(line) for line in rep.lines()) + "</p>",
-             f"<p>Every run trained the reference CNN on {session.rules.images:,} images at "
+             f"<p>Every run of the ladder (its table below) trained the reference CNN on {session.rules.images:,} images at "
              f"{session.rules.image_size}×{session.rules.image_size} and was judged on {session.rules.heldout:,} "
              f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
              f"{_h(ceil.matmul_rate)} ({_h(ceil.matmul_dtype)} matmul), "
