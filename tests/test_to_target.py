@@ -285,3 +285,71 @@ def test_what_the_function_prints_in_the_rehearsal_stays_off_the_output(session,
 
     judge_training(train, session, EASY)
     assert capsys.readouterr().out.count("batch size 16") == 1  # the timed run's, not the rehearsal's
+
+
+# -- what a hostile function found (a helper's tries, 2026-11-25): each a refusal, never a crash -------------------
+
+def test_a_network_whose_layer_was_replaced_is_refused_not_a_crash(session):
+    def train(model, data, device):
+        sgd()(model, data, device)
+        del model.fc2
+        model.fc2 = nn.Identity()  # the parameters the judge reads are gone
+        return model
+
+    v = judge_training(train, session, EASY)
+    assert not v.reached and "no longer holds the reference's parameters" in v.checks["same_function"][1]
+
+
+def test_system_exit_from_the_function_is_a_refusal(session):
+    def train(model, data, device):
+        raise SystemExit(3)
+
+    v = judge_training(train, session, EASY)
+    assert v.stopped == "in the rehearsal" and "SystemExit" in v.reasons[0]
+
+
+def test_a_clock_read_as_no_time_is_refused(session):
+    def train(model, data, device):
+        out = sgd()(model, data, device)
+        if data._hand_out.on_batch is not None:  # the timed run
+            clock = next(c.cell_contents for c in data._hand_out.on_batch.__closure__
+                         if type(c.cell_contents).__name__ == "_Clock")
+            clock.paused_s += 1e6
+        return out
+
+    v = judge_training(train, session, EASY)
+    assert not v.reached and "a run takes some time" in v.reasons[0]
+
+
+def test_a_spot_check_kept_from_running_is_refused(session):
+    def train(model, data, device):
+        if data._hand_out.on_batch is not None:  # the timed run (the rehearsal has no spot check)
+            spot = next(c.cell_contents for c in data._hand_out.on_batch.__closure__
+                        if isinstance(c.cell_contents, dict))
+            spot["check"] = object()  # the harness thinks it ran
+        return sgd()(model, data, device)
+
+    v = judge_training(train, session, EASY)
+    assert not v.reached and "spot check" in v.checks["same_function"][1]
+
+
+def test_labels_that_lie_about_their_length_are_counted_by_their_shape():
+    class Liar(torch.Tensor):
+        def __len__(self):
+            return 10**9
+
+    images, labels = _set(32)
+    data = TrainingData(images, labels, image_size=16)
+    loader = data.loader(batch_size=8, collate_fn=lambda items: (torch.stack([x for x, _ in items]),
+                                                                 torch.tensor([y for _, y in items]).as_subclass(Liar)))
+    for _ in loader:
+        pass
+    assert data.images_handed_out == 32
+
+
+def test_the_held_out_images_cannot_be_changed_for_the_runs_after():
+    from helpers.challenge.accuracy import _heldout
+
+    images, labels = _heldout(64, 0, _data.CHALLENGE_TASK)
+    with pytest.raises(ValueError):
+        labels[:] = 0

@@ -31,7 +31,10 @@ HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
 
 @functools.lru_cache(maxsize=4)
 def _heldout(n: int, seed: int, task: _data.Task = _data.COURSE_TASK):
-    return _data.heldout_images(n, seed=seed, task=task)
+    images, labels = _data.heldout_images(n, seed=seed, task=task)
+    images.setflags(write=False)  # cached for every run judged after it: no run may change what the next is judged on
+    labels.setflags(write=False)
+    return images, labels
 
 
 def runs_channels_last(model: nn.Module) -> bool:
@@ -52,8 +55,8 @@ def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp3
         device = first.device if first is not None else env.device()
     device = torch.device(device)
     images, labels = _heldout(n, seed, task)
-    x_all = torch.from_numpy(images).permute(0, 3, 1, 2)
-    y_all = torch.as_tensor(labels)
+    x_all = torch.from_numpy(images.copy()).permute(0, 3, 1, 2)  # the cache's arrays are read-only
+    y_all = torch.as_tensor(labels.copy())
     amp = env.autocast_dtype(precision, device)
     channels_last = runs_channels_last(model)
     was_training = model.training

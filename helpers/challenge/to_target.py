@@ -240,7 +240,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
             train(copy.deepcopy(model), _random_data(rules.dataset_size, rules.image_size, rehearsal), device)
     except RehearsalOver:
         pass
-    except Exception as e:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - SystemExit from the learner's code is a refusal too, not the end
         checks["images_seen"] = (False, f"the rehearsal (random images, before the clock) raised {one_line(e)}")
         return _stopped(name, checks, threshold, "in the rehearsal", rehearsal_s=time.perf_counter() - t,
                         bounded=bounded)
@@ -285,7 +287,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     except torch.cuda.OutOfMemoryError as e:
         checks["images_seen"] = (False, f"the run ran out of GPU memory ({one_line(e, 160)}): a smaller batch, bf16, "
                                         "or fewer tensors kept alive")
-    except Exception as e:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001
         checks["images_seen"] = (False, f"the run raised {one_line(e)} after {hand_out.images:,} images")
     finally:
         mon.stop()
@@ -293,6 +297,10 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     if returned is None and not checks.get("images_seen"):
         checks["images_seen"] = (False, "the function returned None: return the network you were given, trained")
     if "images_seen" in checks:
+        return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
+                        bounded=bounded)
+    if not train_s > 0:  # the clock was tampered with from inside the run: nothing it says can be ranked
+        checks["images_seen"] = (False, f"the timed call read {train_s:.3g} s: a run takes some time")
         return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
                         bounded=bounded)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
@@ -310,17 +318,26 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         checks["images_seen"] = (False, "it trained on no image of the training set: the images come from data")
     else:
         checks["images_seen"] = (True, f"{hand_out.images:,} images handed out by the harness")
-    judged = trained_reference(model, check.mapping, rules.image_size)
+    try:
+        judged = trained_reference(model, check.mapping, rules.image_size)
+    except Exception as e:  # noqa: BLE001 - a parameter the function removed or replaced: a reason, not a crash
+        checks["same_function"] = (False, f"the network returned no longer holds the reference's parameters "
+                                          f"({one_line(e)}): train the network you were given, as it was built")
+        return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
+                        bounded=bounded)
     spot_check = spot.get("check")
-    if spot_check is not None and not spot_check.ok:
-        checks["same_function"] = (False, f"at the spot check after {spot['at']:,} images: {spot_check.why}")
+    if spot_check is None and hand_out.images >= spot_at:
+        checks["same_function"] = (False, f"the spot check was due after {spot_at:,} images and did not run")
+    elif spot_check is not None and not getattr(spot_check, "ok", False):
+        checks["same_function"] = (False, f"at the spot check after {spot.get('at', spot_at):,} images: "
+                                          f"{getattr(spot_check, 'why', 'it did not run')}")
     else:
         end = check_function(model, judged, image_size=rules.image_size, batch=batch, seed=fresh_seed(),
                              heldout=rules.heldout)
         if not end.ok:
             checks["same_function"] = (False, f"the network returned: {end.why}")
         else:
-            where = f"; at the spot check after {spot['at']:,} images" if spot_check is not None else ""
+            where = f"; at the spot check after {spot.get('at', spot_at):,} images" if spot_check is not None else ""
             checks["same_function"] = (True, f"the reference's function before training{where} and as returned")
     accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.heldout,
                                 task=rules.task)

@@ -120,7 +120,8 @@ class CountingLoader:
 
     def __iter__(self) -> Iterator:
         for batch in self.dataloader:
-            self._data._count(len(batch[1]))
+            # the labels' first dimension: what a collate_fn returns is counted by its shape, not by its own len()
+            self._data._count(int(torch.as_tensor(batch[1]).shape[0]))
             yield batch
 
 
