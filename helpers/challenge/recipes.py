@@ -80,7 +80,8 @@ class Recipe:
 REFERENCE_RECIPES: dict[str, Recipe] = {
     "gpu": Recipe("adamw", 512, 1e-3, 20, True, 36_864,
                   why="AdamW scales each parameter's step by its own gradient's size, so a batch 16× the classic "
-                      "loop's still learns in few steps; warm-up keeps its first steps from blowing up"),
+                      "loop's still learns in few steps (SGD at this batch did not), with a short warm-up, as is usual "
+                      "for Adam at a large batch"),
     # a small GPU trains about a tenth as fast: two thirds of the images, which still reached the target on one H100
     # (scripts/probes/time_to_target.py, "24576 images"), keep 06 within its budget there
     "small-gpu": Recipe("adamw", 512, 1e-3, 20, True, 24_576,
