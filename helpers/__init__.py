@@ -23,19 +23,19 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      from a notebook; held-out accuracy; the training set handed to a
                                                      learner's function, counted
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
-    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry · challenge.function_check ·
-    challenge.recipes
+    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry · challenge.function_check
                                                      input pipelines; torch.profiler; the roofline; launches; CUDA
                                                      graphs replayed and timed; softmax variants; attention; the
                                                      largest batch; the DDP worker; one rank's trace and HTA's
                                                      overlap; torchrun on many nodes, Slurm; a leaderboard entry; the
-                                                     same-function check; the classic loop and the answer key as
-                                                     training functions
+                                                     same-function check
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
     train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
                                                      memory over time
-    kernels.compile_modes · memory.precision         torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side
+    kernels.compile_modes · memory.precision · challenge.recipes
+                                                     torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side;
+                                                     the classic loop and the answer key as training functions
     kernels · memory                                 the two packages
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
     widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04, nb05)

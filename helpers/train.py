@@ -32,7 +32,7 @@ from . import env, timebox
 from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
-__all__ = ["DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "raise_freed", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
+__all__ = ["scheduled_lr", "DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "raise_freed", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
            "compute_only_img_per_s"]
 
 DTYPES = ("fp32", "bf16", "fp16")
@@ -48,6 +48,22 @@ MIN_STABLE_STEPS = 5
 
 def _bad(field: str, value, allowed: str) -> ValueError:
     return ValueError(f"TrainConfig.{field}={value!r} is not allowed: {allowed}.")
+
+
+def scheduled_lr(lr: float, step: int, total: int, *, warmup_steps: int = 0, decay: str = "none") -> float:
+    """The learning rate of training step ``step`` (0-based) of ``total``: a linear ramp from lr/N to ``lr`` over
+    the first ``warmup_steps``, then ``lr``, decayed to zero at the last step where ``decay`` ("linear", "cosine")
+    says so. ``TrainConfig.lr_at`` and the final challenge's reference training both follow it.
+
+        [scheduled_lr(0.1, s, 10, warmup_steps=2, decay="linear") for s in (0, 1, 9)]   # [0.05, 0.1, 0.0]
+    """
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    if decay == "none":
+        return lr
+    span = max(1, total - 1 - warmup_steps)  # the last step trains at zero: nothing is left to learn
+    done = min(1.0, (step - warmup_steps) / span)
+    return lr * ((1 - done) if decay == "linear" else 0.5 * (1 + math.cos(math.pi * done)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,14 +165,8 @@ class TrainConfig:
             cfg = TrainConfig(lr=0.04, lr_warmup_steps=5, lr_decay="cosine", warmup_steps=3, steps=45)
             [round(cfg.lr_at(i), 4) for i in (0, 4, 5, 47)]     # [0.008, 0.04, 0.04, 0.0]
         """
-        total = self.warmup_steps + self.steps
-        if step < self.lr_warmup_steps:
-            return self.lr * (step + 1) / self.lr_warmup_steps
-        if self.lr_decay == "none":
-            return self.lr
-        span = max(1, total - 1 - self.lr_warmup_steps)  # the last step trains at zero: nothing is left to learn
-        done = min(1.0, (step - self.lr_warmup_steps) / span)
-        return self.lr * ((1 - done) if self.lr_decay == "linear" else 0.5 * (1 + math.cos(math.pi * done)))
+        return scheduled_lr(self.lr, step, self.warmup_steps + self.steps, warmup_steps=self.lr_warmup_steps,
+                            decay=self.lr_decay)
 
     @property
     def scheduled(self) -> bool:

@@ -240,8 +240,9 @@ def test_every_size_has_a_measured_target_for_the_learner_s_training():
 
 
 def test_the_reference_recipe_s_learning_rate_follows_its_schedule():
-    r = recipes.Recipe("adamw", 512, 1e-3, 4, True, 512 * 10)
-    rates = [recipes._rate(r, s, 10) for s in range(10)]
+    from helpers.train import scheduled_lr
+
+    rates = [scheduled_lr(1e-3, s, 10, warmup_steps=4, decay="linear") for s in range(10)]
     assert rates[:4] == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3]) and rates[-1] == 0
     assert all(a >= b for a, b in zip(rates[3:], rates[4:]))
 

@@ -22,8 +22,8 @@ from torch import nn
 from .. import data as _data
 from .. import env
 
-__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin", "runs_channels_last", "AccuracyTarget",
-           "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check"]
+__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin", "runs_channels_last",
+           "AccuracyTarget", "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check"]
 
 #: Images in the held-out set at each scale (its accuracy's standard error is about 0.5 points at full scale).
 HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
@@ -154,7 +154,8 @@ def _targets(path: str) -> dict[str, AccuracyTarget]:
         return {}
     raw = json.loads(p.read_text())
     return {size: AccuracyTarget(size=size, accuracies=tuple(e["accuracies"]), device=e["device"], date=e["date"],
-                                 torch=e.get("torch", ""), source=e.get("source", ""), images=e.get("images"))
+                                 torch=e.get("torch", ""), source=e.get("source", ""),
+                                 images=e.get("images"))
             for size, e in raw.items()}
 
 
@@ -179,10 +180,11 @@ def write_targets(probe: dict | list[dict], *, source: str = "", path: Path | No
     written = []
     for p in probe if isinstance(probe, list) else [probe]:
         accs = [r["accuracy"] for r in p["baseline"]]
-        existing[key or p["size"]] = {"accuracies": accs, "device": p.get("device_label") or p.get("device", ""),
-                               "date": p["date"], "torch": p.get("torch", ""), "source": Path(source).name,
-                               "images": p.get("images") or p.get("rules", {}).get("images")}
-        written.append(key or p["size"])
+        name = key or p["size"]
+        existing[name] = {"accuracies": accs, "device": p.get("device_label") or p.get("device", ""),
+                          "date": p["date"], "torch": p.get("torch", ""), "source": Path(source).name,
+                          "images": p.get("images") or p.get("rules", {}).get("images")}
+        written.append(name)
     path.write_text(json.dumps(existing, indent=1, sort_keys=True) + "\n")
     _targets.cache_clear()
     return written

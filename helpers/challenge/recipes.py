@@ -22,6 +22,7 @@ from torch import nn
 from .. import data as _data
 from .. import env
 from ..models import pad_first_conv
+from ..train import scheduled_lr
 from .training_data import TrainingData
 
 __all__ = ["Recipe", "REFERENCE_RECIPES", "classic_training", "reference_training", "reference_build", "show"]
@@ -123,7 +124,8 @@ def reference_training(rules) -> Callable:
         while step < steps:
             for x_u8, y in batches:
                 for group in opt.param_groups:  # a Python float: changing it costs no sync
-                    group["lr"] = _rate(recipe, step, steps)
+                    group["lr"] = scheduled_lr(recipe.lr, step, steps, warmup_steps=recipe.warmup_steps,
+                                               decay="linear" if recipe.decay else "none")
                 x = _data.gpu_resize_normalize(x_u8, data.image_size).contiguous(memory_format=torch.channels_last)
                 with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
                     loss = F.cross_entropy(step_model(x), y)
@@ -137,16 +139,6 @@ def reference_training(rules) -> Callable:
         return model
 
     return train
-
-
-def _rate(recipe: Recipe, step: int, steps: int) -> float:
-    """The learning rate of ``step`` (0-based) of ``steps``: a linear ramp over the warm-up, then constant or a
-    linear fall to zero at the last step."""
-    if step < recipe.warmup_steps:
-        return recipe.lr * (step + 1) / recipe.warmup_steps
-    if not recipe.decay:
-        return recipe.lr
-    return recipe.lr * (1 - (step - recipe.warmup_steps) / max(1, steps - 1 - recipe.warmup_steps))
 
 
 def show(factory: Callable) -> str:

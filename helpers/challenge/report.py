@@ -102,7 +102,8 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         saving = kernels.largest_saving(ceil, step_ms=step, mfu_pct=final.mfu_pct)
         unplaced = ", ".join(f"{k} {tables.percent(v)}%" for k, v in kernels.unplaced.items() if v >= 1)
         try_next = (f"{saving.group}: at their roof they would take {saving.save_ms:.3g} ms less of a "
-                    f"{tables.sig(step)} ms step, which would lift MFU to at most {tables.percent(saving.mfu_pct_then)}%."
+                    f"{tables.sig(step)} ms step, which would lift MFU to at most "
+                    f"{tables.percent(saving.mfu_pct_then)}%."
                     + (f" Off the roofline, the kernels whose bytes depend on what the compiler fused: {unplaced}."
                        if unplaced else ""))
     else:
@@ -258,7 +259,8 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
              f"<h1>Final challenge report{': ' + _h(author) if author.strip() else ''}</h1>",
              *_hand_in(author, submission, reference),
              f"<p class='meta'>{_h(env.today())}\n" + "\n".join(_h(line) for line in rep.lines()) + "</p>",
-             f"<p>Every run of the ladder (its table below) trained the reference CNN on {session.rules.images:,} images at "
+             f"<p>Every run of the ladder (its table below) trained the reference CNN on "
+             f"{session.rules.images:,} images at "
              f"{session.rules.image_size}×{session.rules.image_size} and was judged on {session.rules.heldout:,} "
              f"held-out images. Ceilings measured in this session on {_h(ceil.device_name)}: "
              f"{_h(ceil.matmul_rate)} ({_h(ceil.matmul_dtype)} matmul), "

@@ -38,7 +38,8 @@ PAST_THE_ROOF = ("Above 100% ({names}): the memory roof is the bandwidth one cop
                  "FLOP/byte counts (part of its input still in the L2 cache) or mostly reads (max-pool reads four "
                  "values for each it writes), which memory serves faster than a copy's even mix.")
 
-__all__ = ["StepKernels", "Saving", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD", "PAST_THE_ROOF"]
+__all__ = ["StepKernels", "Saving", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD",
+           "PAST_THE_ROOF"]
 
 FUSED_FORWARD = "relu_maxpool_fwd"  # the Triton kernels' names (helpers.kernels.relu_pool_triton)
 FUSED_BACKWARD = "relu_maxpool_bwd"

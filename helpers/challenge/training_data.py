@@ -71,6 +71,12 @@ class TrainingData:
         """Images handed out so far (the harness's count)."""
         return self._hand_out.images
 
+    def _check_batch(self, batch_size) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r}: use a positive integer.")
+        if batch_size > len(self):
+            raise ValueError(f"batch_size={batch_size} is larger than the training set ({len(self):,} images).")
+
     def _count(self, n: int) -> None:
         h = self._hand_out
         if h.limit_batches is not None and h.batches >= h.limit_batches:
@@ -85,12 +91,7 @@ class TrainingData:
         """A ``torch.utils.data.DataLoader`` over the training set, counted: each item is the image through
         ``transform`` (a PIL image in; ``None``: the uint8 CHW tensor, 32×32) and its label. Any other DataLoader
         option passes through (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``, ...)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r}: use a positive integer.")
-        if batch_size > len(self):
-            raise ValueError(f"batch_size={batch_size} is larger than the training set ({len(self):,} images).")
-        for taken in ("dataset", "batch_size", "shuffle", "drop_last"):
-            dataloader_options.pop(taken, None)
+        self._check_batch(batch_size)
         ds = _data.InMemoryImages(self._images, self._labels, transform=transform)
         dl = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
                                          **dataloader_options)
@@ -101,10 +102,7 @@ class TrainingData:
         """The training set copied to ``device`` once as uint8 NCHW (about 150 MB for 50,000 images), handed out
         in batches of ``batch_size``: uint8 ``(B, 3, 32, 32)`` images and int64 labels, both on ``device``. Resize
         and normalise them there (``helpers.data.gpu_resize_normalize``, or your own)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r}: use a positive integer.")
-        if batch_size > len(self):
-            raise ValueError(f"batch_size={batch_size} is larger than the training set ({len(self):,} images).")
+        self._check_batch(batch_size)
         return DeviceBatches(self, torch.device(device), batch_size, shuffle, drop_last)
 
 

@@ -140,7 +140,8 @@ def evidence_table(runs: "Suspects"):
     for e in runs.evidence.values():
         rows.append({"run": e.run, "images trained": f"{e.images:,}" if e.images else tables.MISSING,
                      "GFLOP per image": tables.sig(e.gflop_per_image),
-                     "logits gap vs the reference %": "< 0.001" if e.logits_gap_pct < 1e-3 else tables.sig(e.logits_gap_pct),
+                     "logits gap vs the reference %": ("< 0.001" if e.logits_gap_pct < 1e-3
+                                                       else tables.sig(e.logits_gap_pct)),
                      "held-out accuracy %": num(100 * e.accuracy, ".1f"),
                      "loss, first quarter": num(e.loss_first, ".3g"), "loss, last quarter": num(e.loss_last, ".3g"),
                      "img/s": num(e.img_per_s, ",.0f")})
@@ -204,7 +205,8 @@ def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, V
     name = "06.1 · spot the cheat"
     truth = cheats_solution(runs)
     if answer is None or answer is ...:
-        return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness measured of it.")
+        return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness measured "
+                                     "of it.")
     try:
         answer = as_mapping(answer, what="my_cheats", form=_CHEATS_FORM)
     except WrongForm as e:

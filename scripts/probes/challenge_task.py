@@ -99,9 +99,10 @@ def run(train_xy, held_xy, *, batch: int, lr: float, images: int, warmup: int = 
             curve[seen] = _accuracy(model, *held_xy)
     acc = _accuracy(model, *held_xy)
     torch.cuda.synchronize()
-    return {"optimizer": optimizer, "batch": batch, "lr": lr, "images": steps * batch, "warmup": warmup, "decay": decay, "seed": seed,
-            "accuracy": acc, "curve": curve, "final_loss": float(loss.detach()), "finite": bool(math.isfinite(float(loss.detach()))),
-            "s": round(time.perf_counter() - t0, 2)}
+    final_loss = float(loss.detach())
+    return {"optimizer": optimizer, "batch": batch, "lr": lr, "images": steps * batch, "warmup": warmup,
+            "decay": decay, "seed": seed, "accuracy": acc, "curve": curve, "final_loss": final_loss,
+            "finite": math.isfinite(final_loss), "s": round(time.perf_counter() - t0, 2)}
 
 
 def main() -> int:
