@@ -315,6 +315,28 @@ def test_the_report_is_a_hand_in_naming_who_what_changed_and_their_own_words(ses
     assert "No name given" in blank and "is the reference solution, unchanged" in blank and "Not written yet" in blank
 
 
+def test_the_report_holds_back_what_to_try_next_until_the_learner_s_own_answer_passes(session, baseline, tmp_path):
+    from helpers.challenge.report import NEXT_HELD_BACK, reflection
+    from helpers.challenge.to_target import judge_training, training_table
+    from helpers.challenge.accuracy import AccuracyTarget
+    from helpers.challenge.recipes import classic_training
+
+    final = judge(Submission("final", dataclasses.replace(FAST, batch_size=32)), session, baseline=baseline)
+    answer = reflection([baseline, final], None, session).try_next
+    held = write_report(session, [baseline, final], path=tmp_path / "h.html", try_next_shown=False).read_text()
+    shown = write_report(session, [baseline, final], path=tmp_path / "s.html").read_text()
+    import html
+
+    assert html.escape(NEXT_HELD_BACK) in held and html.escape(answer) not in held and html.escape(answer) in shown
+    # the learner's own training and code, above the ladder
+    easy = AccuracyTarget("t", (0.02, 0.04), device="test", date="today")
+    mine = judge_training(classic_training(batch_size=16, images=32), session, easy)
+    page = write_report(session, [baseline, final], path=tmp_path / "o.html", own_training=training_table([mine]),
+                        own_code="def my_training(model, data, device): ...").read_text()
+    assert page.index("My training, judged to the target") < page.index("The baseline")
+    assert "def my_training(model, data, device): ..." in page
+
+
 def test_climb_says_a_rung_this_size_leaves_out_instead_of_running_it(session, baseline, capsys):
     from helpers.challenge.ladder import Rung, climb
 

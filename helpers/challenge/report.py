@@ -33,7 +33,7 @@ from ..roofline import attainable_tflops, kind_colors, ridge_intensity
 from .harness import Session, Submission, Verdict, readable_table
 from .step_roofline import StepKernels
 
-__all__ = ["Reflection", "reflection", "changes_from", "write_report", "report_path"]
+__all__ = ["Reflection", "reflection", "changes_from", "write_report", "report_path", "NEXT_HELD_BACK"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +157,11 @@ def _hand_in(author: str, submission: Submission | None, reference: Submission |
     return [who, "<h2>What this run changed</h2>", what]
 
 
+#: What the report and the notebook say in place of "what to try next" until the learner's own answer passes.
+NEXT_HELD_BACK = ("held back until your own answer to exercise 06.2 passes its check: it is that exercise's answer. "
+                  "Pass it, then run the report cell again.")
+
+
 def _own_training(table: tables.Table | None, code: str) -> list[str]:
     """The learner's training, judged to the target, and the function they wrote."""
     if table is None:
@@ -240,13 +245,15 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                  serving: ServingSweep | None = None, p99_target_ms: float | None = None,
                  path: str | Path | None = None, author: str = "", submission: Submission | None = None,
                  reference: Submission | None = None, own_words: str = "",
-                 own_training: tables.Table | None = None, own_code: str = "") -> Path:
+                 own_training: tables.Table | None = None, own_code: str = "", try_next_shown: bool = True) -> Path:
     """Write the report (see the module's docstring) and return its path. ``verdicts``: the baseline first, the
     final run last (each judged in this session); the file is replaced whole or not at all. ``author``: the
     learner's name; ``submission`` and ``reference``: the learner's run and the reference solution, to say what it
     changed (:func:`changes_from`); ``own_words``: the learner's reflection (blank lines part paragraphs);
     ``own_training``: the learner's own training judged to the target beside the reference solution's
-    (:func:`.to_target.training_table`), and ``own_code``: the learner's training function, as written."""
+    (:func:`.to_target.training_table`), and ``own_code``: the learner's training function, as written.
+    ``try_next_shown=False``: the generated "what to try next" is left out (it is the answer to an exercise the
+    learner has not passed yet), and the report says so."""
     if len(verdicts) < 2:
         raise ValueError("the report compares runs: give the baseline's verdict first and the final run's last.")
     base, final = verdicts[0], verdicts[-1]
@@ -319,7 +326,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
               "<h3>Starting points, generated from the numbers above (argue with them)</h3><ol>",
               f"<li><b>The biggest bottleneck.</b> {_h(r.biggest_bottleneck)}</li>",
               f"<li><b>The change that paid most.</b> {_h(r.paid_most)}</li>",
-              f"<li><b>What to try next.</b> {_h(r.try_next)}</li></ol>",
+              f"<li><b>What to try next.</b> {_h(r.try_next if try_next_shown else NEXT_HELD_BACK)}</li></ol>",
               "<p class='note'>Every number above was measured in one session on the machine named at the top.</p>",
               "</body></html>"]
     path.parent.mkdir(parents=True, exist_ok=True)
