@@ -191,6 +191,14 @@ def test_step_costs_count_the_flops_flop_counter_mode_counts():
     # the fused backward reads the input and the output gradient and writes the input gradient: about 2.25× forward
     fwd, bwd = plain["fused pool forward"][1], plain["fused pool backward"][1]
     assert bwd == pytest.approx(fwd * 9 / 5)
+    # keeping the argmax: per output (4 inputs of 2 bytes) the forward writes 1 byte more (5·2 + 1 = 11 of them),
+    # and the backward reads 2 + 1 bytes and writes 8 (11) instead of reading 8 + 2 and writing 8 (18)
+    from helpers.kernels.relu_pool_triton import fuse_relu_pool
+
+    argmax = step_costs(fuse_relu_pool(models.ReferenceCNN(16), keep="argmax"), image_size=16, batch=2)
+    assert argmax["fused pool forward"][1] == pytest.approx(fwd * 11 / 10)
+    assert argmax["fused pool backward"][1] == pytest.approx(fwd * 11 / 10)
+    assert argmax["convolutions"] == plain["convolutions"]
     with pytest.raises(ValueError, match="3 convolutions, 2 linear layers"):
         step_costs(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)), image_size=16, batch=2)
 

@@ -1,112 +1,217 @@
-"""A class judged by one command: honest, cheating, crashing, hanging, garbage-printing and leaderboard-writing
-submission files, each in a process of its own, against one baseline; ranked; the leaderboard only the harness's."""
+"""A class judged by one command: the example class (examples/class/: honest, cheating by each rule, crashing,
+hanging, garbage-printing and leaderboard-writing training functions) at smoke scale, each in a process of its own,
+in one session; ranked by time to the target; the leaderboard, the session and the other submissions only the
+judge's to write."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from helpers import bench, leaderboard
 from helpers.challenge import classroom
-from helpers.challenge.rules import Rules
+from helpers.challenge.isolation import Watched
 
-CONFIG = 'from helpers.train import TrainConfig\nconfig = TrainConfig(batch_size=16, data="gpu", image_size=16, ' \
-         'dataset_size=256)\n'
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "class"
 
-SUBMISSIONS = {
-    "honest.py": CONFIG,
-    "named.py": CONFIG.replace("batch_size=16", "batch_size=32") + 'NAME = "Ada: batch 32"\n',
-    "cheaper.py": CONFIG + textwrap.dedent("""
-        import torch
-        def build_model(model):   # conv3 as a 1x1 convolution: nine times fewer FLOPs in that layer
-            old = model.conv3
-            model.conv3 = torch.nn.Conv2d(old.in_channels, old.out_channels, 1)
-            return model
-        """),
-    "crashes.py": "raise RuntimeError('my code is not finished')\n",
-    "hangs.py": CONFIG + "import time\ndef build_model(model):\n    time.sleep(3600)\n",
-    "garbage.py": "import os, sys\nprint('\\x1b[2J' + 'x' * 5000)\nsys.stdout.flush()\nos._exit(0)\n",
-    "no_config.py": "answer = 42\n",
-    "bad_batch.py": CONFIG.replace("batch_size=16", "batch_size=24"),
-    "_helper_module.py": "raise SystemExit('a file starting with _ is not a submission')\n",
+#: Each example's outcome at smoke scale: "passed", or a phrase of the reason it is refused.
+EXPECTED = {
+    "reference.py": "passed",
+    "classic_loop.py": "passed",
+    "cheaper_network.py": "same_function: it differs from the reference network",
+    "swaps_layer.py": "same_function: ",
+    "random_images.py": "images_seen: it trained on no image of the training set",
+    "learning_rate_x10.py": "accuracy_target: held-out accuracy",
+    "not_finished.py": "the file did not import: NotImplementedError: my fused kernel is not written yet",
+    "crashes.py": "its process ended without a verdict (killed by signal 11 (SIGSEGV)); its last output: my "
+                  "extension's kernel",
+    "hangs.py": "ran past the time limit of 25 s and was stopped, with every process it started",  # judged apart
+    "prints_garbage.py": "its process ended without a readable verdict",
+    "writes_leaderboard.py": "it changed the leaderboard's files itself (leaderboard.sqlite)",
+}
+
+#: Refusals no example shows, written here: the child's arguments name the files it was given.
+EXTRA = {
+    "no_train.py": ('train = "my loop, next week"\n', "it defines no train(model, data, device) function (found a "
+                                                      "str)"),
+    "tampers_session.py": (textwrap.dedent("""
+        import sys
+        from helpers.challenge.recipes import classic_training
+        with open(sys.argv[sys.argv.index("--session") + 1], "w") as f:   # every later run: an easier target
+            f.write('{"target": {"threshold": 0.0}}')
+        train = classic_training(batch_size=16, lr=0.01, images=256)
+        """), "it changed files of the class judge's (session.json)"),
+    "forges_verdict.py": (textwrap.dedent("""
+        import json, os, sys
+        verdict = {"name": "forged", "passed": True, "reasons": [],
+                   "checks": {"same_function": True, "images_seen": True, "accuracy_target": True},
+                   "figures": {"time_to_target_s": 0.01, "train_s": 0.01, "images": 256, "img_per_s": 25600.0,
+                               "accuracy": 0.5, "target_accuracy": 0.4, "ceiling_img_per_s": 1e9}}
+        with open(sys.argv[sys.argv.index("--result") + 1], "w") as f:   # its own verdict, against its own target
+            json.dump(verdict, f)
+        os._exit(0)
+        """), "its verdict does not hold together: 'forged': its held-out accuracy, 50.0%, is below its target"),
 }
 
 
-def _rules_and_ceilings():
-    rules = Rules(images=64, image_size=16, dataset_size=256, heldout=64, size="tiny")
-    # a ceiling far above what the tiny runs reach: their MFU stays far below 100% on any machine
-    ceil = bench.Ceilings("test CPU", matmul_tflops=100.0, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
+def _ceilings():
+    # a bounded ceiling far above what a CPU reaches: MFU is computed, checked against img/s, and far under 100%
+    return bench.Ceilings("test CPU", matmul_tflops=100.0, matmul_dtype="float32", matmul_n=64, copy_gb_per_s=1.0,
                           copy_bytes=1)
-    return rules, ceil
 
 
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
+    """The example class (hangs.py apart: it takes the whole time limit) and the extra refusals, judged at smoke
+    scale with the course's rules and accuracy target, into a leaderboard of their own (about a minute)."""
     folder = tmp_path_factory.mktemp("class")
-    board = folder.parent / "board" / "leaderboard.sqlite"
-    for name, text in SUBMISSIONS.items():
+    for f in EXAMPLES.glob("*.py"):
+        if f.name != "hangs.py":
+            shutil.copy(f, folder / f.name)
+    for name, (text, _) in EXTRA.items():
         (folder / name).write_text(text)
-    (folder / "writes_board.py").write_text(CONFIG + textwrap.dedent(f"""
-        import pathlib
-        board = pathlib.Path({str(board)!r})
-        board.parent.mkdir(parents=True, exist_ok=True)
-        with open(board, "ab") as f:   # ranks itself by writing the file directly
-            f.write(b"my own row")
-        """))
-    rules, ceil = _rules_and_ceilings()
+    (folder / "_shared.py").write_text("raise SystemExit('a file starting with _ is not a submission')\n")
+    results = folder.parent / "results"
     lines = []
-    res = classroom.judge_class(folder, time_limit_s=45, leaderboard_path=board, rules=rules, ceilings=ceil,
-                                say=lines.append)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELPERS_SCALE", "smoke")  # the children's scale: the examples read it
+        # the children's default leaderboard (the one writes_leaderboard.py writes) is the one judged into
+        mp.setenv("HELPERS_RESULTS", str(results))
+        board = leaderboard.default_path("smoke")
+        res = classroom.judge_class(folder, out_dir=folder / "judged", time_limit_s=240, leaderboard_path=board,
+                                    ceilings=_ceilings(), say=lines.append)
     return res, board, lines
 
 
-def test_every_submission_is_judged_in_its_own_process_and_ranked(judged):
-    res, board, lines = judged
-    by = {j.file: j for j in res.judged}
-    assert set(by) == {n for n in SUBMISSIONS if not n.startswith("_")} | {"writes_board.py"}
-    assert {f for f, j in by.items() if j.passed} == {"honest.py", "named.py"}
-    assert [j.passed for j in res.judged] == sorted((j.passed for j in res.judged), reverse=True)  # passed first
-    passed = [j for j in res.judged if j.passed]
-    assert passed[0].img_per_s >= passed[1].img_per_s
-    assert by["named.py"].name == "Ada: batch 32" and by["honest.py"].name == "honest"
-    assert len(lines) == 1 + 1 + len(by)  # the session, the baseline, one line per submission
+def _one(res, file):
+    return next(j for j in res.judged if j.file == file)
 
 
-@pytest.mark.parametrize("file,reason", [
-    ("cheaper.py", "same_function:"),
-    ("crashes.py", "the file did not import: RuntimeError: my code is not finished"),
-    ("hangs.py", "ran past the time limit of 45 s"),
-    ("garbage.py", "ended without a readable verdict"),
-    ("no_config.py", "defines no config = TrainConfig"),
-    ("bad_batch.py", "the rules: batch_size=24"),
-    ("writes_board.py", "changed the leaderboard's files itself"),
-])
-def test_each_wrong_submission_is_refused_with_its_reason(judged, file, reason):
+def test_every_example_is_expected_to_do_something():
+    assert set(EXPECTED) == {p.name for p in EXAMPLES.glob("*.py")}
+
+
+@pytest.mark.parametrize("file", sorted(set(EXPECTED) - {"hangs.py"}) + sorted(EXTRA))
+def test_each_submission_passes_or_is_refused_with_its_reason(judged, file):
     res, _, _ = judged
-    j = next(j for j in res.judged if j.file == file)
-    assert not j.passed and any(reason in r for r in j.reasons), j.reasons
+    j = _one(res, file)
+    want = EXPECTED.get(file) or EXTRA[file][1]
+    if want == "passed":
+        assert j.passed and j.reasons == (), j.reasons
+    else:
+        assert not j.passed and any(want in r for r in j.reasons), j.reasons
 
 
-def test_the_leaderboard_holds_the_harness_entries_only(judged):
+def test_every_file_is_judged_and_those_that_passed_ranked_by_time_to_target(judged):
+    res, _, lines = judged
+    assert sorted(j.file for j in res.judged) == sorted(set(EXPECTED) - {"hangs.py"} | set(EXTRA))
+    passed = [j for j in res.judged if j.passed]
+    assert {j.name for j in passed} == {"reference solution", "the classic loop"}
+    assert res.judged[:len(passed)] == tuple(passed)  # passed first
+    times = [j.time_to_target_s for j in passed]
+    assert times == sorted(times) and all(t > 0 for t in times)
+    for j in passed:  # the figures beside the score, as the harness derived them
+        f = j.figures
+        assert f["time_to_target_s"] == f["train_s"] and f["img_per_s"] == pytest.approx(f["images"] / f["train_s"])
+        assert f["accuracy"] >= res.target and f["mfu_pct"] == pytest.approx(100 * f["img_per_s"] /
+                                                                              f["ceiling_img_per_s"])
+    assert [r["rank"] for r in res.rows()][:3] == [1, 2, None]
+    assert len(lines) == 1 + 1 + len(res.judged)  # the session, the target, one line per submission
+
+
+def test_the_ranking_is_by_time_to_target_not_by_img_per_s():
+    def j(name, t, img_per_s, passed=True):
+        return classroom.Judged(f"{name}.py", name, passed, (), {"time_to_target_s": t, "img_per_s": img_per_s}, {},
+                                "", 1.0)
+
+    order = classroom._ranked([j("fast loop, many images", 9.0, 5000.0), j("refused", 0.1, 9e9, passed=False),
+                               j("slower loop, fewer images", 3.0, 800.0)])
+    assert [x.name for x in order] == ["slower loop, fewer images", "fast loop, many images", "refused"]
+    assert math.isnan(order[-1].time_to_target_s)  # a refused run has no score, whatever its figures say
+
+
+def test_the_leaderboard_holds_the_runs_that_passed_sealed_by_the_judge(judged):
     res, board, _ = judged
-    rows = leaderboard.entries(path=board)
-    assert [j.leaderboard for j in res.judged if j.passed and "added" not in j.leaderboard] == []
-    assert sorted(rows["name"]) == ["Ada: batch 32", "honest"]
-    assert all(j.leaderboard.startswith("not added") for j in res.judged if not j.passed)
-    assert b"my own row" not in board.read_bytes()  # put back as it was
+    rows = leaderboard.entries(path=board, kind="to_target")
+    assert list(rows["name"]) == [j.name for j in res.judged if j.passed]  # quickest first, as the class
+    assert list(rows["time_to_target_s"]) == [j.time_to_target_s for j in res.judged if j.passed]
+    assert "first place" not in set(rows["name"]) and b"first place" not in board.read_bytes()  # put back
+    assert leaderboard.entries(path=board).empty  # no ladder run
+    for j in res.judged:
+        assert j.leaderboard.startswith(f"{j.name!r} added: ") if j.passed else j.leaderboard == "not added: refused"
+    boards = leaderboard.tables(path=board)
+    assert [(b.kind, list(t["name"])) for b, t in boards.items()] == [("to_target", list(rows["name"]))]
+
+
+def test_a_submission_that_changes_the_session_does_not_change_the_runs_after_it(judged):
+    res, _, _ = judged
+    session = json.loads((Path(res.out_dir) / "session.json").read_text())
+    assert session["target"]["threshold"] == res.target > 0.5  # put back as measured
+    later = _one(res, "writes_leaderboard.py")  # judged after it: in the session as measured, refused for its own act
+    assert len(later.reasons) == 1 and later.figures["target_accuracy"] == res.target
+    assert later.figures["accuracy"] >= res.target
 
 
 def test_the_table_and_files_say_the_same(judged):
     res, _, _ = judged
     md = res.markdown()
-    assert "| 1 | " in md and "| — | cheaper |" in md and "REFUSED" in md and "\x1b" not in md
-    data = json.loads((classroom.Path(res.out_dir) / "class.json").read_text())
-    assert [r["name"] for r in data["rows"]] == [j.name for j in res.judged]
-    assert (classroom.Path(res.out_dir) / "hangs.log").exists()
+    first = res.judged[0].name
+    assert f"| 1 | {first} | " in md and "| — | cheaper_network | — |" in md and "\x1b" not in md
+    assert f"time to {res.target:.1%} held-out accuracy" in md
+    out = Path(res.out_dir)
+    data = json.loads((out / "class.json").read_text())
+    assert [r["name"] for r in data["rows"]] == [j.name for j in res.judged] and data["target"] == res.target
+    assert (out / "class.md").read_text() == md
+    assert all((out / f"{Path(j.file).stem}.log").exists() for j in res.judged)
+    assert "#" * 100 in (out / "prints_garbage.log").read_text()  # what it printed: in its log, never its verdict
     # the leaderboard's key (and any copy of it) never lies beside the class's logs
-    assert not [p.name for p in classroom.Path(res.out_dir).iterdir() if "key" in p.name or "sqlite" in p.name]
+    assert not [p.name for p in out.iterdir() if "key" in p.name or "sqlite" in p.name]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return not re.search(r"^State:\s+Z", status, re.M)  # a zombie has ended: it waits only to be reaped
+
+
+def test_the_time_limit_stops_a_hang_and_every_process_it_started(tmp_path, monkeypatch):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "hangs.py", folder)
+    monkeypatch.setenv("HELPERS_SCALE", "smoke")
+    monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path / "results"))
+    res = classroom.judge_class(folder, time_limit_s=25, ceilings=_ceilings(), say=lambda line: None)
+    (j,) = res.judged
+    assert not j.passed and EXPECTED["hangs.py"] in j.reasons[0] and "loader worker" in j.reasons[0]
+    assert 25 <= j.wall_s < 40
+    log = (folder / "judged" / "hangs.log").read_text()
+    pids = [int(p) for p in re.findall(r"(?:training process|loader worker) (\d+)", log)]
+    assert len(pids) == 2, log  # the submission's process and its loader's worker
+    assert not [p for p in pids if _alive(p)]
+
+
+def test_a_file_changed_while_a_submission_ran_is_put_back(tmp_path):
+    keep, new, gone = tmp_path / "board.sqlite", tmp_path / "board.sqlite.key", tmp_path / "session.json"
+    keep.write_bytes(b"rows")
+    gone.write_text("{}")
+    private = tmp_path / "private"
+    private.mkdir()
+    watch = Watched([keep, new, gone], private)
+    keep.write_bytes(b"rows and my own")
+    new.write_text("a key of mine")
+    gone.unlink()
+    assert sorted(p.name for p in watch.restore_changed()) == sorted([keep.name, new.name, gone.name])
+    assert keep.read_bytes() == b"rows" and not new.exists() and gone.read_text() == "{}"
+    assert Watched([keep, new, gone], private).restore_changed() == []  # nothing changed: nothing touched
 
 
 def test_a_folder_without_submissions_says_so(tmp_path):
@@ -115,3 +220,35 @@ def test_a_folder_without_submissions_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such folder"):
         classroom.judge_class(tmp_path / "missing")
     assert classroom.main([str(tmp_path)]) == 2
+
+
+def test_a_verdict_is_evidence_its_figures_checked_against_this_session(tmp_path):
+    """The parent's reading of a child's result, without a child: a verdict that passed is checked against this
+    session's target and ceiling, not the ones it names."""
+    session = {"target": {"threshold": 0.8}, "ceiling_img_per_s": 1000.0,
+               "header": {"device": "test CPU", "torch": "test", "date": "2026-11-25"}}
+    figures = {"time_to_target_s": 2.0, "train_s": 2.0, "images": 512, "img_per_s": 256.0, "accuracy": 0.85,
+               "target_accuracy": 0.8, "ceiling_img_per_s": 1000.0, "mfu_pct": 25.6}
+    verdict = {"name": "Ada", "passed": True, "reasons": [], "figures": figures,
+               "checks": {k: True for k in leaderboard.TO_TARGET.checks}}
+    result, sub = tmp_path / "ada.json", tmp_path / "ada.py"
+    done = classroom.Proc("done", 0, "", "")
+
+    def read(**changes):
+        result.write_text(json.dumps({**verdict, **changes}))
+        return classroom._read_result(sub, result, done, 1.0, session, "0" * 64)
+
+    assert read().passed and read().name == "Ada"
+    other = read(figures={**figures, "ceiling_img_per_s": 500.0, "mfu_pct": 51.2})  # MFU against its own ceiling
+    assert not other.passed and "its MFU, 51.2%, does not agree with 100 × its img/s" in other.reasons[0]
+    lower = read(figures={**figures, "accuracy": 0.7, "target_accuracy": 0.6})  # a target of its own
+    assert not lower.passed and "below its target, 80.0%" in lower.reasons[0]
+    missing = read(checks={"same_function": True, "images_seen": True})
+    assert not missing.passed and "accuracy_target: not checked" in missing.reasons[0]
+    assert read(name="\x1b[2J").name == "[2J" and read(name="\x00\x1b").name == "ada"  # printable text only
+    assert read(passed=False, reasons=["images_seen: \x1b[2Jboom"]).reasons == ("images_seen: [2Jboom",)
+    endless = read(figures={**figures, "images": float("inf")})  # JSON's Infinity: no figure at all
+    assert not endless.passed and "the figure 'images'" in endless.reasons[0] and "is missing" in endless.reasons[0]
+    result.write_text("my run: passed")
+    assert classroom._read_result(sub, result, done, 1.0, session, "0" * 64).reasons == (
+        "its process ended without a readable verdict",)

@@ -1,7 +1,9 @@
 """The final challenge's leaderboard: only entries the harness sealed are taken; every wrong entry is refused with
-its reason in one short line; one row per name, configuration and device (the best, said so); names stored as
-given; any real number type taken; database errors that name the file and what to do, never overwriting a file
-the leaderboard cannot read; concurrent writers losing nothing and leaving nothing half-written."""
+its reason in one short line; one row per name, configuration and device (the best, said so); the ladder's runs
+ranked by img/s and the learner's training by its time to the target, each in a table of its own in one file (a
+file of the earlier layout migrated at its first write); names stored as given; any real number type taken; database
+errors that name the file and what to do, never overwriting a file the leaderboard cannot read; concurrent writers
+losing nothing and leaving nothing half-written."""
 
 from __future__ import annotations
 
@@ -56,6 +58,21 @@ def _refused(excinfo, pattern):
 
 # -- the honest path ------------------------------------------------------------------------------------
 
+class _FailingInserts:
+    """A connection whose INSERTs fail inside the transaction, as a full disk's would."""
+
+    def __init__(self, con):
+        self.con = con
+
+    def execute(self, sql, *a):
+        if sql.startswith("INSERT"):
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.con.execute(sql, *a)
+
+    def close(self):
+        self.con.close()
+
+
 def test_sealed_entries_are_written_whole_and_ranked_per_device(tmp_path):
     db = tmp_path / "lb.sqlite"
     assert str(lb.add(_sealed(db, "slow", _figures(1000.0)), path=db)).startswith("'slow' added: 1,000 img/s, rank 1")
@@ -65,9 +82,11 @@ def test_sealed_entries_are_written_whole_and_ranked_per_device(tmp_path):
     assert list(t["name"]) == ["fast", "slow"] and list(t.index) == [1, 2]
     assert t.loc[1, "mfu_pct"] == pytest.approx(100 * 5000 / CEILING) and pd.isna(t.loc[1, "gpm_sm_pct"])
     per_device = lb.tables(path=db)
-    assert set(per_device) == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}
-    assert list(per_device["NVIDIA H200"]["name"]) == ["other gpu"]
+    assert set(per_device) == {lb.Board("NVIDIA H100 80GB HBM3", "ladder"), lb.Board("NVIDIA H200", "ladder")}
+    assert list(per_device[lb.Board("NVIDIA H200", "ladder")]["name"]) == ["other gpu"]
+    assert str(lb.Board("NVIDIA H200", "ladder")) == "NVIDIA H200: the ladder's runs, fastest first (img/s)"
     assert set(lb.entries(path=db)["configuration"]) == {CONFIG}
+    assert lb.entries(path=db, kind="to_target").empty and lb.tables(path=db, kind="to_target") == {}
 
 
 def test_the_key_is_made_once_beside_the_database_private_and_ignored_by_git(tmp_path):
@@ -232,6 +251,171 @@ def test_anything_but_an_entry_is_refused(tmp_path):
     with pytest.raises(lb.EntryRefused) as e:
         lb.add({"name": "x", **_figures()}, path=tmp_path / "lb.sqlite")
     _refused(e, r"^leaderboard\.add takes an Entry made by verdict\.entry\(name\), not a dict\.$")
+
+
+# -- the learner's training, ranked by its time to the target ---------------------------------------------
+
+TT_PASSED = {k: True for k in lb.TO_TARGET.checks}
+TT_CEILING = 20_000.0  # the session's compute ceiling, img/s
+
+
+def _tt_figures(seconds: float = 10.0, images: int = 49_152) -> dict:
+    """A run to the target's figures that agree with one another, as the harness derives them."""
+    img = images / seconds
+    return {"time_to_target_s": seconds, "train_s": seconds, "images": images, "img_per_s": img,
+            "accuracy": 0.93, "target_accuracy": 0.9, "ceiling_img_per_s": TT_CEILING,
+            "mfu_pct": 100 * img / TT_CEILING, "peak_mem_gib": 12.5, "nvml_util_pct": 97.0, "gpm_sm_pct": None}
+
+
+def _tt_entry(name="Ada", figures=None, checks=None, header=None, configuration="my loop"):
+    return lb.Entry(name, {**_tt_figures(), **(figures or {})}, {**TT_PASSED, **(checks or {})},
+                    {**HEADER, **(header or {})}, configuration, kind="to_target")
+
+
+def _tt_sealed(db, *args, **kwargs):
+    return lb._seal(_tt_entry(*args, **kwargs), path=db)
+
+
+def test_runs_to_the_target_are_ranked_quickest_first_beside_the_ladder_in_one_file(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
+    slow = lb.add(_tt_sealed(db, "Bo", _tt_figures(30.0)), path=db)
+    assert str(slow).startswith("'Bo' added: 30 s to the target, rank 1 of 1 to the target on NVIDIA H100")
+    quick = lb.add(_tt_sealed(db, "Ada", _tt_figures(12.5, images=12_288)), path=db)  # fewer images, quicker
+    assert quick.rank == 1 and quick.of == 2 and quick.kind == "to_target"
+    lb.add(_tt_sealed(db, "Cy", _tt_figures(20.0), header={"device": "NVIDIA H200"}), path=db)
+    t = lb.table("NVIDIA H100 80GB HBM3", path=db, kind="to_target")
+    assert list(t["name"]) == ["Ada", "Bo"] and list(t["time_to_target_s"]) == [12.5, 30.0]
+    assert t.loc[1, "images"] == 12_288 and t.loc[1, "img_per_s"] < t.loc[2, "img_per_s"]  # time ranks, not img/s
+    boards = lb.tables(path=db)
+    assert [(b.device, b.kind) for b in boards] == [("NVIDIA H100 80GB HBM3", "ladder"),
+                                                     ("NVIDIA H100 80GB HBM3", "to_target"),
+                                                     ("NVIDIA H200", "to_target")]
+    assert list(boards[lb.Board("NVIDIA H100 80GB HBM3", "ladder")]["name"]) == ["fused pool"]
+    assert str(lb.Board("NVIDIA H200", "to_target")) == ("NVIDIA H200: training to the accuracy target, quickest "
+                                                         "first (seconds)")
+
+
+def test_a_quicker_rerun_replaces_a_run_to_the_target_and_a_slower_one_is_kept_out(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    first = lb.add(_tt_sealed(db, figures=_tt_figures(20.0)), path=db)
+    slower = lb.add(_tt_sealed(db, figures=_tt_figures(25.0)), path=db)
+    assert slower.outcome == "kept" and str(slower).startswith("kept your best: 'Ada' stays at 20 s (2026-11-23); "
+                                                               "this run's 25 s was not added")
+    quicker = lb.add(_tt_sealed(db, figures=_tt_figures(15.0)), path=db)
+    assert quicker.outcome == "replaced" and quicker.row_id == first.row_id
+    assert str(quicker).startswith("'Ada' replaced its earlier run (20 s, 2026-11-23) with this quicker one: 15 s")
+    assert list(lb.entries(path=db, kind="to_target")["time_to_target_s"]) == [15.0]
+
+
+TT_REFUSED = [  # (what is wrong, the reason); each sealed, so its content alone refuses it
+    (dict(figures={"time_to_target_s": None}), r"the figure 'time_to_target_s' \(.*\) is missing"),
+    (dict(figures={"time_to_target_s": 5.0}), r"its time to the target, 5 s, is not its timed training, 10 s"),
+    (dict(figures={"img_per_s": 9000.0}), r"its img/s, 9,000, does not agree with its images over its training "
+                                           r"time: 49,152 ÷ 10 s = 4,915"),
+    (dict(figures={"images": 100_000}), r"its img/s, 4,915.2, does not agree with .* 100,000 ÷ 10 s = 10,000"),
+    (dict(figures={"images": 49_152.5, "img_per_s": 4915.25}), r"images=49,152\.5 is not a whole number"),
+    (dict(figures={"mfu_pct": 50.0}), r"its MFU, 50%, does not agree with 100 × its img/s ÷ the session's ceiling: "
+                                       r"100 × 4,915 ÷ 20,000 = 24\.6%"),
+    (dict(figures={"mfu_pct": 150.0}), r"mfu_pct=150 is outside what a run can measure"),
+    (dict(figures={"accuracy": 0.85}), r"its held-out accuracy, 85\.0%, is below its target, 90\.0%: a run that "
+                                        r"missed the target has no time to it"),
+    (dict(figures={"speedup": 18.0}), r"unknown figures \['speedup'\]"),  # a ladder figure
+    (dict(checks={"accuracy_target": False}), r"'Ada' was not ranked: the harness did not pass it \(accuracy_target: "
+                                               r"its held-out accuracy reached the target\)"),
+    (dict(checks={"accuracy_not_worse": True}), r"unknown checks \['accuracy_not_worse'\]; the harness checks "
+                                                 r"same_function, images_seen, accuracy_target\.$"),
+]
+
+
+@pytest.mark.parametrize("change, reason", TT_REFUSED, ids=[f"{i:02d}" for i in range(len(TT_REFUSED))])
+def test_wrong_runs_to_the_target_are_refused_with_their_reason(tmp_path, change, reason):
+    db = tmp_path / "lb.sqlite"
+    lb.add(_tt_sealed(db, "kept"), path=db)
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(_tt_sealed(db, **change), path=db)
+    _refused(e, reason)
+    assert list(lb.entries(path=db, kind="to_target")["name"]) == ["kept"]
+
+
+def test_a_run_to_the_target_typed_by_hand_or_of_an_unknown_kind_is_refused(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(_tt_entry("typed by hand"), path=db)
+    _refused(e, r"^'typed by hand' was not produced by the harness")
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(lb._seal(dataclasses.replace(_tt_entry(), kind="podium"), path=db), path=db)
+    _refused(e, r"kind 'podium' is not one the leaderboard ranks \(ladder, to_target\)")
+    with pytest.raises(lb.EntryRefused) as e:  # a ladder run's figures under the kind of a run to the target
+        lb.add(lb._seal(dataclasses.replace(_entry(), kind="to_target"), path=db), path=db)
+    _refused(e, r"unknown checks \['accuracy_not_worse'\]")
+    assert not db.exists()
+    sealed = _tt_sealed(db)
+    assert lb.seal._mac(b"k" * 32, sealed) != lb.seal._mac(b"k" * 32, dataclasses.replace(sealed, kind="ladder"))
+
+
+def _version_2(db: Path) -> bytes:
+    """A file as the leaderboard wrote it before the learner's training was ranked: the ladder's table alone, layout 2,
+    one sealed run in it. Returns its bytes."""
+    lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE to_target")
+    con.execute("PRAGMA user_version = 2")
+    con.commit()
+    con.execute("VACUUM")
+    con.close()
+    return db.read_bytes()
+
+
+def _layout_of(db: Path) -> tuple[int, set[str]]:
+    con = sqlite3.connect(db)
+    try:
+        version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        con.close()
+    return version, tables - {"sqlite_sequence"}
+
+
+def test_a_file_of_the_earlier_layout_is_read_as_it_is_and_migrated_at_its_first_write(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    before = _version_2(db)
+    ladder = lb.entries(path=db)
+    assert _layout_of(db) == (2, {"entries"})
+    assert lb.entries(path=db, kind="to_target").empty and [b.kind for b in lb.tables(path=db)] == ["ladder"]
+    assert db.read_bytes() == before  # reading never writes
+    added = lb.add(_tt_sealed(db), path=db)
+    assert added.outcome == "added" and _layout_of(db) == (3, {"entries", "to_target"})
+    pd.testing.assert_frame_equal(lb.entries(path=db), ladder)  # the ladder's rows kept as they were
+    assert list(lb.entries(path=db, kind="to_target")["name"]) == ["Ada"]
+    assert lb.add(_sealed(db, "another", _figures(1000.0)), path=db).outcome == "added"  # the ladder still takes runs
+
+
+def test_a_migration_whose_write_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    db = tmp_path / "lb.sqlite"
+    before = _version_2(db)
+    real = lb.store._connect
+
+    # the INSERT after the migration fails inside the transaction
+    monkeypatch.setattr(lb.store, "_connect", lambda p: _FailingInserts(real(p)))
+    with pytest.raises(lb.LeaderboardFileError):
+        lb.add(_tt_sealed(db), path=db)
+    monkeypatch.setattr(lb.store, "_connect", real)
+    assert _layout_of(db) == (2, {"entries"}) and db.read_bytes() == before
+
+
+def test_a_file_of_a_later_layout_is_left_as_it_is(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db), path=db)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 9")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    with pytest.raises(lb.LeaderboardFileError) as e:
+        lb.add(_tt_sealed(db), path=db)
+    _refused_file(e, db, "was written by a later version of the course (layout 9); it was left as it is")
+    assert db.read_bytes() == before
 
 
 # -- a real verdict from the harness ----------------------------------------------------------------------
@@ -402,19 +586,8 @@ def test_an_interrupted_write_rolls_back_and_names_the_file(tmp_path, monkeypatc
     lb.add(_sealed(db, "kept"), path=db)
     real = lb.store._connect
 
-    class Failing:  # the INSERT fails inside the transaction (a disk full, an interrupt)
-        def __init__(self, con):
-            self.con = con
-
-        def execute(self, sql, *a):
-            if sql.startswith("INSERT"):
-                raise sqlite3.OperationalError("disk I/O error")
-            return self.con.execute(sql, *a)
-
-        def close(self):
-            self.con.close()
-
-    monkeypatch.setattr(lb.store, "_connect", lambda p: Failing(real(p)))
+    # the INSERT fails inside the transaction (a disk full, an interrupt)
+    monkeypatch.setattr(lb.store, "_connect", lambda p: _FailingInserts(real(p)))
     with pytest.raises(lb.LeaderboardFileError) as e:
         lb.add(_sealed(db, "lost"), path=db)
     _refused_file(e, db, "could not be written (disk I/O error): check that its disk has free space")

@@ -22,7 +22,7 @@ def _write(folder: Path, name: str, device: str, figures: dict) -> None:
 
 
 def test_each_gpu_gets_a_column_and_smoke_runs_none(tmp_path):
-    _write(tmp_path, "nvidia-h100-80gb-hbm3.json", "NVIDIA H100 80GB HBM3", {"final_mfu_pct": 30.04, "final_img_per_s": 19508.6})
+    _write(tmp_path, "nvidia-h100-80gb-hbm3.json", "NVIDIA H100 80GB HBM3", {"final_mfu_pct": 30.04, "ladder_top_img_per_s": 19508.6})
     _write(tmp_path, "nvidia-h200.json", "NVIDIA H200", {"ddp2_efficiency_pct_bs256": 97.3})
     _write(tmp_path, "nvidia-geforce-rtx-4090.json", "NVIDIA GeForce RTX 4090", {"final_mfu_pct": 12.34})  # a learner's
     _write(tmp_path, "smoke-avx2.json", "cpu (AVX2 only)", {"final_mfu_pct": 9.0})
@@ -33,7 +33,7 @@ def test_each_gpu_gets_a_column_and_smoke_runs_none(tmp_path):
                     "NVIDIA H200 (2026-11-23) |")
     rows = {line.split("`")[3]: line for line in block.splitlines() if line.startswith("| `")}
     assert rows["final_mfu_pct"].endswith("| 12.3 | 30.0 | — |")
-    assert rows["final_img_per_s"].endswith("| — | 19,509 | — |")
+    assert rows["ladder_top_img_per_s"].endswith("| — | 19,509 | — |")
     assert rows["ddp2_efficiency_pct_bs256"].endswith("| — | — | 97 |")
     assert "9.0" not in block and "8.0" not in block  # smoke runs never add a column
 

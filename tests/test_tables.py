@@ -170,3 +170,17 @@ def test_leaderboard_says_why_a_cpu_entry_has_no_gpu_figures(tmp_path):
     board = leaderboard._board(df)
     assert unreadable_cells(readable(board)._repr_html_()) == []
     assert math.isclose(board.loc[1, "img_per_s"], 26.862949)
+
+
+def test_a_run_to_the_target_reads_its_time_images_and_why_a_cpu_has_no_mfu():
+    assert set(leaderboard.WHY_MISSING_TO_TARGET) == set(leaderboard.TO_TARGET.optional)
+    df = pd.DataFrame([{"rank": 1, "name": "Ada", "date": "2026-11-25", "time_to_target_s": 2.016732,
+                        "train_s": 2.016732, "images": 49152.0, "img_per_s": 24372.3, "accuracy": 0.861,
+                        "target_accuracy": 0.78297, "ceiling_img_per_s": 1000.0, "mfu_pct": None, "peak_mem_gib": None,
+                        "nvml_util_pct": None, "gpm_sm_pct": None, "torch": "2.14.1", "device": "cpu"}])
+    t = readable(leaderboard._board(df, "to_target"))
+    assert unreadable_cells(t._repr_html_()) == []
+    row = t.shown.iloc[0]
+    assert (row["time to target s"], row["images"], row["accuracy %"], row["target accuracy %"]) == (
+        "2.02", "49,152", "86.1", "78.3")
+    assert any("MFU is not meaningful on a CPU" in n for n in t.notes)

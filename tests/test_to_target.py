@@ -5,6 +5,8 @@ function while it trains."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -354,3 +356,63 @@ def test_the_held_out_images_cannot_be_changed_for_the_runs_after():
     images, labels = _heldout(64, 0, _data.CHALLENGE_TASK)
     with pytest.raises(ValueError):
         labels[:] = 0
+
+
+# -- the leaderboard: a run to the target as an entry --------------------------------------------------------------
+
+REACHABLE = AccuracyTarget("test", (0.0, 0.0), device="test", date="today")  # 0%: reached, and a fraction
+
+
+@pytest.fixture(scope="module")
+def high():
+    """A session whose ceiling is far above what a CPU reaches: MFU well under 100%, as on a GPU."""
+    return tiny_session(TINY, matmul_tflops=50.0)
+
+
+def test_a_run_to_the_target_becomes_a_sealed_entry_ranked_by_its_time(high, tmp_path):
+    from helpers import leaderboard
+
+    db = tmp_path / "lb.sqlite"
+    v = judge_training(sgd(), high, REACHABLE, name="honest")
+    f = v.figures(high)
+    assert f["time_to_target_s"] == f["train_s"] == v.train_s and f["images"] == v.images
+    assert f["ceiling_img_per_s"] == high.ceiling_img_per_s and f["mfu_pct"] == v.mfu_pct
+    added = leaderboard.add(v.entry(session=high, configuration="sgd", path=db), path=db)
+    assert added.outcome == "added" and added.kind == "to_target" and added.score == v.train_s
+    row = leaderboard.entries(path=db, kind="to_target").iloc[0]
+    assert (row["name"], row["images"], row["configuration"]) == ("honest", v.images, "sgd")
+    assert leaderboard.entries(path=db).empty  # not a ladder run
+    loose = dataclasses.replace(high, ceilings=dataclasses.replace(high.ceilings, bounds=False))
+    cpu = judge_training(sgd(), loose, REACHABLE, name="on a CPU")
+    assert cpu.figures(loose)["mfu_pct"] is None  # where the ceiling bounds nothing, as the verdict prints it
+    assert leaderboard.add(cpu.entry(session=loose, path=db), path=db).rank in (1, 2)
+    assert leaderboard.entries(path=db, kind="to_target").set_index("name").isna().loc["on a CPU", "mfu_pct"]
+
+
+def test_a_refused_run_or_one_judged_in_another_session_is_refused_by_the_leaderboard(high, tmp_path):
+    from helpers import leaderboard
+
+    db = tmp_path / "lb.sqlite"
+    missed = judge_training(sgd(), high, HARD, name="short")
+    with pytest.raises(leaderboard.EntryRefused, match=r"'short' was not ranked: .*accuracy_target"):
+        leaderboard.add(missed.entry(session=high, path=db), path=db)
+    v = judge_training(sgd(), high, REACHABLE, name="honest")
+    faster_ceiling = dataclasses.replace(high, ceilings=dataclasses.replace(high.ceilings, matmul_tflops=100.0))
+    with pytest.raises(leaderboard.EntryRefused, match=r"its MFU, .* does not agree with 100 × its img/s ÷ the "
+                                                       r"session's ceiling"):
+        leaderboard.add(v.entry(session=faster_ceiling, path=db), path=db)
+    assert not db.exists() or leaderboard.entries(path=db, kind="to_target").empty
+
+
+@pytest.mark.parametrize("edit", [
+    lambda v: dict(train_s=v.train_s / 4, img_per_s=4 * v.img_per_s, mfu_pct=4 * v.mfu_pct),  # quicker, consistent
+    lambda v: dict(train_s=v.train_s * 4, img_per_s=v.img_per_s / 4, mfu_pct=v.mfu_pct / 4),
+    lambda v: dict(images=2 * v.images, img_per_s=2 * v.img_per_s, mfu_pct=2 * v.mfu_pct),
+], ids=["quicker", "slower", "more images"])
+def test_a_verdict_edited_before_its_entry_is_made_is_refused(high, tmp_path, edit):
+    from helpers import leaderboard
+
+    v = judge_training(sgd(batch=4), high, REACHABLE, name="honest")  # 64 batches: the record bounds the time
+    with pytest.raises(leaderboard.EntryRefused, match=r"^'honest': its figures \((train_s|images)\) no longer "
+                                                       r"match the monitor's record of the timed call"):
+        dataclasses.replace(v, **edit(v)).entry(session=high, path=tmp_path / "lb.sqlite")

@@ -1,9 +1,10 @@
-"""A cheat: conv3 as a 1x1 convolution (nine times fewer FLOPs in that layer, and another function)."""
+"""A cheat: another function. build_model makes conv3 a 1x1 convolution (nine times fewer FLOPs in that layer):
+refused before training (same_function)."""
 from torch import nn
 
-from helpers.challenge import ladder
+from helpers.challenge.recipes import classic_training
 
-config = ladder.reference_solution().config
+train = classic_training(batch_size=16, lr=0.01, images=256)
 
 
 def build_model(model):

@@ -1,7 +1,8 @@
-"""The reference solution, unchanged: every change of the course's ladder (06's top rung)."""
-from helpers.challenge import ladder
+"""Honest: the reference solution, unchanged (the answer key of 06's exercise). On a GPU it is the fastest here; at
+smoke scale on a CPU its fused kernel runs in Triton's interpreter, and the classic loop beats it."""
+from helpers.challenge.recipes import reference_build, reference_training
+from helpers.challenge.rules import Rules
 
 NAME = "reference solution"
-_ref = ladder.reference_solution()
-config = _ref.config
-build_model = _ref.build_model
+train = reference_training(Rules.at_scale())  # the recipe for this machine's size of the challenge
+build_model = reference_build  # conv1's input padded, bias + ReLU + max-pool fused in one Triton kernel

@@ -1,41 +1,73 @@
-"""Judge a whole class in one command: a folder of submission files, each run in a fresh process with a time limit,
-all against one baseline and one set of ceilings measured at the start; a ranked table, and the leaderboard.
+"""Judge a whole class in one command: a folder of training functions, each judged to the accuracy target in a fresh
+process with a time limit, all in one session measured at the start; ranked by the time to the target, and put on
+the leaderboard.
 
     python -m helpers.challenge.classroom submissions/                  # every *.py in the folder
     python -m helpers.challenge.classroom submissions/ --time-limit 600 --out class-results/
 
-A submission is a Python file that defines ``config`` (a :class:`helpers.train.TrainConfig`) and, for a changed
-network, ``build_model(model)`` (takes the reference network, returns the one to train), and optionally ``NAME``
-(the leaderboard name; the file's name otherwise)::
+A submission is a Python file that defines ``train(model, data, device)``, the learner's training function (it
+trains the network it is given on the data the harness hands it and returns it: :mod:`.to_target`), and
+optionally ``build_model(model)`` (takes the reference network, returns one that computes the same function: fused
+kernels, a padded first convolution) and ``NAME`` (the leaderboard's name; the file's name otherwise)::
 
     # submissions/ada.py
-    import dataclasses
-    from helpers.challenge import ladder
-    ref = ladder.reference_solution()
-    config = dataclasses.replace(ref.config, batch_size=128)
-    build_model = ref.build_model
+    from helpers.challenge.recipes import reference_build, reference_training
+    from helpers.challenge.rules import Rules
+    NAME = "Ada"
+    train = reference_training(Rules.at_scale())    # or: def train(model, data, device): ... return model
+    build_model = reference_build
 
 From Python: ``result = judge_class("submissions/")``; ``print(result)`` shows the ranked table.
 
-**What one command does.** A first process measures this machine's ceilings and judges the baseline; its figures
-are written to ``session.json`` in the output folder. Then each submission runs alone in a process of its own
-(``python -m helpers.challenge.classroom --one FILE``), which imports the file, judges it with the harness against
-that session and writes its verdict to a JSON file; what the process prints goes to its log, never into a result.
-This process ranks the verdicts that passed by img/s (MFU ranks them the same: one session, one ceiling), writes
-``class.md`` and ``class.json``, and puts every verdict on the leaderboard, sealing the entries itself (the
-submissions' processes never see a sealed entry).
+**What one command does.** A first process measures this machine's ceilings and reads the accuracy target
+(:func:`.accuracy.time_target`) and where the entries are made (device, driver, versions); it is written to
+``session.json`` in the output folder, and this process keeps its own copy. Then each submission runs alone in a
+process of its own (``python -m helpers.challenge.class_children --one FILE``), which imports the file and judges
+its function with :func:`.to_target.judge_training` (the rehearsal, the timed call, the held-out accuracy on the
+reference network's forward), and writes its verdict to a JSON file; what the process prints goes to its log, never
+into a result. This process ranks the runs that passed by their time to the target (smallest first; img/s and MFU
+beside it), writes ``class.md`` and ``class.json``, and puts every run that passed on the leaderboard
+(``leaderboard.table(kind="to_target")``), sealing the entries itself. No classic loop is judged for reference:
+the ranking needs none, and on a GPU the classic loop costs minutes (put ``examples/class/classic_loop.py`` in the
+folder to have it in the table).
 
-**Refused, with the reason:** a file that does not import or defines no ``config``; a configuration the rules do
-not allow; a run the harness refuses (another function, fewer images, less accuracy: :func:`.harness.judge`); a
-process that crashes, is killed, or ends without a verdict (its exit code and the last lines it printed); one that
-runs past the time limit (killed with everything it started); and one that changed the leaderboard's file or its key
-while it ran (the file is put back as it was before that submission).
+**Refused, with the reason:** a file that does not import or defines no callable ``train``; a run the harness
+refuses (another function, no images from the training set, the target missed, an exception: each check's
+reason); a process that crashes, is killed, or ends without a verdict (its exit code and the last lines it
+printed); one that runs past the time limit (killed with every process it started); one whose verdict does not
+hold together (figures that disagree, a target or ceiling other than this session's); and one that changed the
+leaderboard's file or its key, the session, or another submission's file while it ran (each is put back as it was
+before that submission). So nothing else may write that leaderboard while a class is judged (a notebook's run, a
+second class): a change made while a submission runs is put back, and blamed on it.
 
-**Threat model.** The harness protects against a network that computes another function (or less of it) in
-training, fewer training images, a learning rate that loses accuracy, figures typed by hand, a crash or a hang, and
-a submission that writes the leaderboard. It does not protect against code that patches the harness from inside its
-own process as the file is imported (a submission is Python, run with the judge's rights; read them: they are
-short), nor against a learner who edits the harness in their own copy: a class is judged with the instructor's copy.
+**Threat model.** A submission is Python, and the class judge runs it: the learner's code runs inside the process
+that judges it (a child of this one, one per submission), with the rights of whoever runs the judge. It can reach
+everything that process can: its memory, which holds the harness's own objects (the clock, the counter of images
+handed out, the spot check, the verdict before it is written), the helpers' code (which can draw the held-out
+images too), and every file the user can write, the leaderboard's key included.
+
+Inside that process the harness refuses, each with its reason: a network that computes another function (before
+training, at a spot check while it trains, and as returned), a run that takes no image from the training set it
+hands out or returns another network, a held-out accuracy below the target (measured with the reference network's
+own forward on the returned weights), and an exception.
+
+This command does not take the child's word for its verdict: the child writes it, this process reads it as
+evidence. A verdict whose figures disagree is refused (the time to the target must be the timed call's, img/s the
+images over it, MFU img/s over this session's ceiling, the accuracy at least this session's target: this process's
+copies of the target and the ceiling, not the child's); the leaderboard entry is sealed here, never in the child;
+the leaderboard's file and key, the session and the other submissions' files are hashed before and after each
+child, and any change is put back and refused; a time limit ends a child that hangs, with every process in its
+group.
+
+It does not protect against code that patches the harness from inside its own process (as the file is imported,
+or from the training function: the clock, the counter, the accuracy, the check), trains on images it draws itself
+(the held-out set included) once it has taken one batch from the training set, or writes a consistent verdict of
+its own in place of the harness's; against a process that leaves its group (``setsid``) and outlives the time
+limit; against a submission that copies the key and seals entries later; nor against a learner who edits the
+harness in their own copy (a class is judged with the instructor's). Read the files before judging them: they are
+short. A judge that trusts nothing the submission's process computes (the training run as another user, in a
+sandbox, with the data handed out, the clock read and the returned weights evaluated by a process the learner's
+code cannot reach) is future work.
 """
 
 from __future__ import annotations
@@ -43,25 +75,24 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import math
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
+from .class_children import _clean_name, _printable, _write_atomic
+from .isolation import Proc, Watched, run_limited
+
 __all__ = ["judge_class", "ClassResult", "Judged", "main"]
 
-#: Seconds a submission may run (its process: import, checks, training, held-out evaluation) by default.
+#: Seconds a submission may run (its process: import, the function check, rehearsal, timed call, held-out
+#: evaluation) by default.
 TIME_LIMIT_S = {"smoke": 300.0, "full": 900.0}
-_TAIL_LINES = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,11 +103,17 @@ class Judged:
     name: str
     passed: bool
     reasons: tuple[str, ...]
-    figures: dict[str, float | None]
+    figures: dict[str, float | None]  # the leaderboard's (leaderboard.TO_TARGET), as this process checked them
     checks: dict[str, bool]
-    configuration: str
-    wall_s: float
+    configuration: str  # the submission file's hash: one leaderboard row per name, file and device
+    wall_s: float  # its process, from start to end, measured here
     leaderboard: str = ""  # what the leaderboard did with it (or why it refused it)
+
+    @property
+    def time_to_target_s(self) -> float:
+        """The score (NaN for a run that did not pass)."""
+        v = self.figures.get("time_to_target_s")
+        return math.nan if v is None or not self.passed else float(v)
 
     @property
     def img_per_s(self) -> float:
@@ -86,10 +123,10 @@ class Judged:
 
 @dataclasses.dataclass(frozen=True)
 class ClassResult:
-    """A class judged in one session: the baseline, each submission (ranked: passed first, fastest first)."""
+    """A class judged in one session: the accuracy target, each submission (ranked: passed first, quickest to the
+    target first)."""
 
-    baseline_img_per_s: float
-    baseline_accuracy: float
+    target: float  # the held-out accuracy each run had to reach
     device: str
     judged: tuple[Judged, ...]
     wall_s: float
@@ -100,8 +137,10 @@ class ClassResult:
         for rank, j in enumerate(self.judged, 1):
             f = j.figures
             rows.append({"rank": rank if j.passed else None, "name": j.name, "file": j.file,
-                         "img/s": f.get("img_per_s"), "speed-up": f.get("speedup"), "MFU %": f.get("mfu_pct"),
+                         "time to target s": f.get("time_to_target_s") if j.passed else None,
+                         "img/s": f.get("img_per_s"), "MFU %": f.get("mfu_pct"),
                          "accuracy %": None if f.get("accuracy") is None else 100 * f["accuracy"],
+                         "images": None if f.get("images") is None else int(f["images"]),
                          "verdict": "passed" if j.passed else "REFUSED: " + "; ".join(j.reasons),
                          "wall s": j.wall_s})
         return rows
@@ -110,29 +149,37 @@ class ClassResult:
         def num(v, fmt):
             return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
-        head = (f"Class judged on {self.device}: baseline {self.baseline_img_per_s:,.0f} img/s, held-out accuracy "
-                f"{self.baseline_accuracy:.1%}; {len(self.judged)} submissions in {self.wall_s:,.0f} s.\n\n")
-        lines = ["| rank | name | img/s | speed-up × | MFU % | accuracy % | verdict | wall s |",
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        head = (f"Class judged on {self.device}: each training function's time to {self.target:.1%} held-out "
+                f"accuracy; {_count(len(self.judged))} in {self.wall_s:,.0f} s.\n\n")
+        lines = ["| rank | name | time to target s | img/s | MFU % | accuracy % | images | verdict | wall s |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in self.rows():
             verdict = r["verdict"].replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {r['rank'] or '—'} | {r['name'].replace('|', '/')} | {num(r['img/s'], ',.0f')} | "
-                         f"{num(r['speed-up'], '.1f')} | {num(r['MFU %'], '.1f')} | {num(r['accuracy %'], '.1f')} | "
-                         f"{verdict} | {r['wall s']:.0f} |")
-        return head + "\n".join(lines) + "\n"
+            lines.append(f"| {r['rank'] or '—'} | {r['name'].replace('|', '/')} | {num(r['time to target s'], '.3g')}"
+                         f" | {num(r['img/s'], ',.0f')} | {num(r['MFU %'], '.1f')} | {num(r['accuracy %'], '.1f')} | "
+                         f"{num(r['images'], ',')} | {verdict} | {r['wall s']:.0f} |")
+        notes = []
+        if any(j.figures.get("mfu_pct") is None and j.figures.get("img_per_s") is not None for j in self.judged):
+            notes.append("MFU: not meaningful where the session's ceiling bounds nothing (a CPU)")
+        return head + "\n".join(lines) + "\n" + "".join(f"\n— {n}.\n" for n in notes)
 
     def __str__(self) -> str:
         return self.markdown()
 
 
+def _count(n: int) -> str:
+    return f"{n} submission" if n == 1 else f"{n} submissions"
+
+
 # -- the parent: one session, one process per submission ----------------------------------------------------------
 def judge_class(folder: Path | str, *, out_dir: Path | str | None = None, time_limit_s: float | None = None,
                 leaderboard_path: Path | str | None = None, python: str | None = None, rules=None, ceilings=None,
-                say=print) -> ClassResult:
-    """Judge every ``*.py`` in ``folder`` (files starting with ``_`` are left out), each in a fresh process, against
-    one baseline and one set of ceilings; rank them; add them to the leaderboard (``leaderboard_path``, its default
-    file by default). ``rules``/``ceilings``: this machine's (:meth:`Rules.at_scale`, measured) by default; tests
-    give small ones. ``say`` gets one line per submission as it is judged."""
+                target=None, say=print) -> ClassResult:
+    """Judge every ``*.py`` in ``folder`` (files starting with ``_`` are left out), each in a fresh process, in one
+    session; rank them by their time to the target; add those that passed to the leaderboard (``leaderboard_path``,
+    its default file by default). ``rules``/``ceilings``/``target``: this machine's (:meth:`Rules.at_scale`,
+    measured, :func:`.accuracy.time_target`) by default; tests give small ones. ``say`` gets one line per
+    submission as it is judged."""
     from .. import env, leaderboard
 
     folder = Path(folder)
@@ -150,271 +197,145 @@ def judge_class(folder: Path | str, *, out_dir: Path | str | None = None, time_l
 
     session_file = out / "session.json"
     setup = {"rules": dataclasses.asdict(rules) if rules is not None else None,
-             "ceilings": dataclasses.asdict(ceilings) if ceilings is not None else None}
+             "ceilings": dataclasses.asdict(ceilings) if ceilings is not None else None,
+             "target": dataclasses.asdict(target) if target is not None else None}
     (out / "setup.json").write_text(json.dumps(setup))
-    say(f"measuring this machine's ceilings and judging the baseline (once, for all {len(files)} submissions) ...")
-    proc = _run([python, "-m", "helpers.challenge.classroom", "--baseline", str(out / "setup.json"),
-                 "--result", str(session_file)], out / "baseline.log", limit)
+    say(f"measuring this machine's ceilings and reading the accuracy target (once, for {_count(len(files))}) ...")
+    proc = run_limited([python, "-m", "helpers.challenge.class_children", "--session-setup",
+                        str(out / "setup.json"), "--result", str(session_file)], out / "session.log", limit)
     if proc.outcome != "done" or not session_file.exists():
-        raise RuntimeError(f"the baseline did not run ({proc.why}); its log: {out / 'baseline.log'}\n{proc.tail}")
-    session = json.loads(session_file.read_text())
-    say(f"baseline: {session['baseline']['img_per_s']:,.0f} img/s, held-out accuracy "
-        f"{session['baseline']['accuracy']:.1%}, on {session['device']}")
+        raise RuntimeError(f"the session did not start ({proc.why}); its log: {out / 'session.log'}\n{proc.tail}")
+    session = json.loads(session_file.read_text())  # this process's copy: what every run is checked against
+    say(f"target: {session['target']['threshold']:.1%} held-out accuracy, on {session['device']}")
 
-    # the copies of the leaderboard (and its key) to put back lie in a folder of this user's only, removed at the
-    # end: never beside the class's logs, which an instructor may share
+    # the copies of the files to put back lie in a folder of this user's only, removed at the end: never beside the
+    # class's logs, which an instructor may share
     private = Path(tempfile.mkdtemp(prefix="class-judge-"))
     try:
         judged = _judge_each(files, out, private, board, session_file, session, limit, python, say)
     finally:
         shutil.rmtree(private, ignore_errors=True)
-    ranked = sorted(judged, key=lambda j: (not j.passed, -(j.img_per_s if j.passed else 0.0), j.name))
-    res = ClassResult(session["baseline"]["img_per_s"], session["baseline"]["accuracy"], session["device"],
-                      tuple(ranked), time.perf_counter() - start, str(out))
+    ranked = _ranked(judged)
+    res = ClassResult(session["target"]["threshold"], session["device"], tuple(ranked), time.perf_counter() - start,
+                      str(out))
     (out / "class.md").write_text(res.markdown())
-    (out / "class.json").write_text(json.dumps({"device": res.device, "wall_s": res.wall_s, "rows": res.rows(),
-                                                "baseline": session["baseline"]}, indent=1, default=str) + "\n")
+    (out / "class.json").write_text(json.dumps({"device": res.device, "wall_s": res.wall_s, "target": res.target,
+                                                "rows": res.rows()}, indent=1, default=str) + "\n")
     return res
+
+
+def _ranked(judged: list[Judged]) -> list[Judged]:
+    """Passed first, the quickest to the target first (not the highest img/s: a run that trains fewer images at a
+    lower rate can reach the target sooner); then the refused, by name."""
+    return sorted(judged, key=lambda j: (not j.passed, j.time_to_target_s if j.passed else 0.0, j.name))
 
 
 def _judge_each(files: list[Path], out: Path, private: Path, board: Path, session_file: Path, session: dict,
                 limit: float, python: str, say) -> list[Judged]:
-    """Each submission in a process of its own, in turn; its verdict on the leaderboard (sealed here)."""
+    """Each submission in a process of its own, in turn; what passed on the leaderboard (sealed here)."""
+    from .. import leaderboard
+
+    key = leaderboard.key_path(board)
+    # SQLite's journal beside the file: one left by a process killed mid-write would be played back over the file
+    # put back
+    board_files = [board, key, *(board.with_name(board.name + s) for s in ("-journal", "-wal", "-shm"))]
+    hashes = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}  # read before any submission runs
     judged = []
     for f in files:
         result = out / f"{f.stem}.json"
         result.unlink(missing_ok=True)
-        before, copies = _snapshot(board), _backup(board, private)
+        _write_atomic(session_file, session)  # as measured, whatever an earlier submission did to it
+        watch = Watched(board_files + [session_file] + [g for g in files if g != f], private)
         t0 = time.perf_counter()
-        proc = _run([python, "-m", "helpers.challenge.classroom", "--one", str(f), "--session", str(session_file),
-                     "--result", str(result)], out / f"{f.stem}.log", limit)
+        proc = run_limited([python, "-m", "helpers.challenge.class_children", "--one", str(f), "--session",
+                            str(session_file), "--result", str(result)], out / f"{f.stem}.log", limit)
         wall = time.perf_counter() - t0
-        touched = _restore_if_changed(board, before, copies)
-        j = _read_result(f, result, proc, wall, touched)
+        changed = watch.restore_changed()
+        j = _read_result(f, result, proc, wall, session, hashes[f])
+        j = _refuse_changes(j, changed, board_files)
         j = _add_to_board(j, board, session)
         judged.append(j)
-        say(f"{j.name}: " + (f"{j.img_per_s:,.0f} img/s, passed" if j.passed else "REFUSED: " + "; ".join(j.reasons))
-            + f" ({wall:.0f} s)")
+        say(f"{j.name}: " + (f"reached the target in {j.time_to_target_s:.3g} s, passed" if j.passed else
+                             "REFUSED: " + "; ".join(j.reasons)) + f" ({wall:.0f} s)")
     return judged
 
 
-@dataclasses.dataclass(frozen=True)
-class _Proc:
-    outcome: str  # "done", "crashed", "timeout"
-    code: int | None
-    tail: str
-    why: str
+def _figure(v: Any) -> float | None:
+    """A figure read from a child's result: a finite number, or None."""
+    x = None if v is None else float(v)
+    return x if x is None or math.isfinite(x) else None
 
 
-def _run(cmd: list[str], log: Path, limit: float) -> _Proc:
-    """Run ``cmd`` in a new process group, its output into ``log``; kill the whole group at ``limit`` seconds."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with open(log, "wb") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                             start_new_session=True)
-        try:
-            code = p.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            _kill_group(p)
-            return _Proc("timeout", None, _tail(log), f"it ran past the time limit of {limit:,.0f} s and was stopped")
-        finally:
-            _kill_group(p)  # whatever it left running (loader workers, a child of its own)
-    if code != 0:
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        return _Proc("crashed", code, _tail(log), f"its process ended without a verdict ({how})")
-    return _Proc("done", 0, _tail(log), "")
-
-
-def _kill_group(p: subprocess.Popen) -> None:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _tail(log: Path) -> str:
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(line[:200] for line in lines[-_TAIL_LINES:])
-
-
-def _snapshot(board: Path) -> dict[str, str | None]:
-    """A hash of the leaderboard's file and its key (None where absent)."""
+def _read_result(f: Path, result: Path, proc: Proc, wall: float, session: dict, digest: str) -> Judged:
+    """The child's result, read as evidence: its checks must all pass and its figures hold together with this
+    session's target and ceiling (this process's copies), or the run is refused with what was wrong."""
     from .. import leaderboard
 
-    out = {}
-    for p in (board, leaderboard.key_path(board)):
-        try:
-            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-        except FileNotFoundError:
-            out[str(p)] = None
-    return out
+    configuration = leaderboard.configuration_of({"file": f.name, "sha256": digest})
+    if proc.outcome != "done":
+        lines = [line for line in proc.tail.splitlines() if line.strip()]
+        last = f"; its last output: {_printable(lines[-1], 160)}" if lines else ""
+        return Judged(f.name, f.stem, False, (proc.why + last,), {}, {}, configuration, wall)
+    try:
+        data = json.loads(result.read_text())
+        name = _clean_name(data["name"], f.stem)
+        reasons = tuple(_printable(r, 1500) for r in data["reasons"])  # an exception's text is the learner's
+        figures = {str(k): _figure(v) for k, v in data["figures"].items()}
+        checks = {str(k): v for k, v in data["checks"].items()}
+        if not all(isinstance(v, bool) for v in checks.values()):
+            raise TypeError("checks")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return Judged(f.name, f.stem, False, ("its process ended without a readable verdict",), {}, {},
+                      configuration, wall)
+    if not data.get("passed") or not checks or not all(checks.values()):
+        return Judged(f.name, name, False, reasons or ("its verdict did not pass",), figures, checks, configuration,
+                      wall)
+    # this session's, not the child's: a verdict judged against another target or ceiling disagrees below
+    figures = {**figures, "target_accuracy": session["target"]["threshold"],
+               "ceiling_img_per_s": session["ceiling_img_per_s"]}
+    try:
+        leaderboard.Entry.of(name, figures, checks, session["header"], configuration=configuration,
+                             kind="to_target").validate()
+    except leaderboard.EntryRefused as e:
+        return Judged(f.name, name, False, (f"its verdict does not hold together: {e}",), figures, checks,
+                      configuration, wall)
+    return Judged(f.name, name, True, (), figures, checks, configuration, wall)
 
 
-def _backup(board: Path, folder: Path) -> dict[str, Path]:
-    """Copies of the leaderboard's file and key as they are now (to put back what a submission changes)."""
-    from .. import leaderboard
-
-    copies = {}
-    for p in (board, leaderboard.key_path(board)):
-        if p.exists():
-            copies[str(p)] = folder / f"before-submission.{p.name}"
-            shutil.copy2(p, copies[str(p)])
-    return copies
-
-
-def _restore_if_changed(board: Path, before: dict[str, str | None], copies: dict[str, Path]) -> list[str]:
-    """The leaderboard's files a submission's process changed, each put back as it was (or removed, where it did
-    not exist before)."""
-    changed = [p for p, h in _snapshot(board).items() if h != before[p]]
-    for p in changed:
-        if before[p] is None:
-            Path(p).unlink(missing_ok=True)
-        else:
-            shutil.copy2(copies[p], p)
-    return [Path(p).name for p in changed]
-
-
-def _read_result(f: Path, result: Path, proc: _Proc, wall: float, touched: list[str]) -> Judged:
-    name = f.stem
-    refused = []
-    data = None
-    if proc.outcome == "done":
-        try:
-            data = json.loads(result.read_text())
-            name = str(data["name"])
-        except (OSError, ValueError, KeyError, TypeError):
-            refused.append("its process ended without a readable verdict")
-    else:
-        refused.append(proc.why + (f"; its last output: {proc.tail.splitlines()[-1][:160]}" if proc.tail else ""))
-    if touched:
-        refused.append(f"it changed the leaderboard's files itself ({', '.join(touched)}): only the harness writes "
-                       "them (they were put back as they were)")
-    if data is None or refused:
-        return Judged(f.name, name, False, tuple(refused + (data or {}).get("reasons", [])),
-                      dict((data or {}).get("figures", {})), dict((data or {}).get("checks", {})),
-                      str((data or {}).get("configuration", "")), wall)
-    return Judged(f.name, name, bool(data["passed"]), tuple(data["reasons"]), dict(data["figures"]),
-                  {k: bool(v) for k, v in data["checks"].items()}, str(data.get("configuration", "")), wall)
+def _refuse_changes(j: Judged, changed: list[Path], board_files: list[Path]) -> Judged:
+    if not changed:
+        return j
+    mine = [p.name for p in changed if p in board_files]
+    others = [p.name for p in changed if p not in board_files]
+    why = []
+    if mine:
+        why.append(f"it changed the leaderboard's files itself ({', '.join(mine)}): only the class judge writes them "
+                   "(they were put back as they were)")
+    if others:
+        why.append(f"it changed files of the class judge's ({', '.join(others)}): the session and the other "
+                   "submissions are not a submission's to write (they were put back as they were)")
+    return dataclasses.replace(j, passed=False, reasons=tuple(why) + j.reasons)
 
 
 def _add_to_board(j: Judged, board: Path, session: dict) -> Judged:
-    """Seal ``j``'s verdict here (never in the submission's process) and add it; refused runs are refused by the
-    leaderboard too, with its reason."""
+    """Seal ``j``'s entry here (never in the submission's process) and add it; a refused run is not added."""
     from .. import leaderboard
 
-    if not j.figures or not j.checks:
-        return dataclasses.replace(j, leaderboard="not added: no verdict")
-    if not j.passed:  # the harness's refusals, and the class judge's own (a leaderboard written by the submission)
+    if not j.passed:
         return dataclasses.replace(j, leaderboard="not added: refused")
     try:
-        entry = leaderboard._seal(leaderboard.Entry.of(j.name, j.figures, j.checks, configuration=j.configuration),
-                                  path=board)
+        entry = leaderboard._seal(leaderboard.Entry.of(j.name, j.figures, j.checks, session["header"],
+                                                       configuration=j.configuration, kind="to_target"), path=board)
         return dataclasses.replace(j, leaderboard=str(leaderboard.add(entry, path=board)))
     except (leaderboard.EntryRefused, leaderboard.LeaderboardFileError) as e:
         return dataclasses.replace(j, leaderboard=f"not added: {e}")
 
 
-# -- the children: the baseline once, then one submission each -----------------------------------------------------
-def _session_from(setup: dict):
-    from .. import bench
-    from .harness import Session
-    from .rules import Rules
-
-    rules = Rules(**setup["rules"]) if setup.get("rules") else None
-    ceilings = bench.Ceilings(**setup["ceilings"]) if setup.get("ceilings") else None
-    return Session.start(rules, ceilings=ceilings)
-
-
-def _baseline_child(setup_file: Path, result: Path) -> int:
-    from .harness import judge
-    from .ladder import ladder
-
-    session = _session_from(json.loads(setup_file.read_text()))
-    base = judge(ladder(rules=session.rules)[0].submission, session)
-    if base.refused:
-        print(f"the baseline was refused: {'; '.join(base.reasons)}", file=sys.stderr)
-        return 3
-    data = {"rules": dataclasses.asdict(session.rules), "ceilings": dataclasses.asdict(session.ceilings),
-            "flops_per_image": session.flops_per_image, "device": session.ceilings.device_name,
-            "baseline": {"img_per_s": base.img_per_s, "accuracy": base.accuracy, "name": base.name}}
-    _write_atomic(result, data)
-    print(base)
-    return 0
-
-
-@dataclasses.dataclass(frozen=True)
-class _Baseline:
-    """What a judged run needs of the session's baseline: its img/s and accuracy."""
-
-    name: str
-    img_per_s: float
-    accuracy: float
-
-
-def _one_child(file: Path, session_file: Path, result: Path) -> int:
-    from .. import bench, leaderboard
-    from ..train import TrainConfig
-    from .harness import Session, Submission, judge
-    from .rules import RuleBroken, Rules
-
-    s = json.loads(session_file.read_text())
-    session = Session(Rules(**s["rules"]), bench.Ceilings(**s["ceilings"]), s["flops_per_image"], s["device"])
-    baseline = _Baseline(**s["baseline"])
-    name = file.stem
-
-    def refuse(why: str) -> int:  # refused before the harness made a verdict: no figures, nothing to rank
-        _write_atomic(result, {"name": name, "passed": False, "reasons": [why], "figures": {}, "checks": {},
-                               "configuration": ""})
-        return 0
-
-    try:
-        spec = importlib.util.spec_from_file_location(f"submission_{file.stem}", file)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission included
-        last = traceback.format_exception_only(type(e), e)[-1].strip()
-        return refuse(f"the file did not import: {last[:300]}")
-    name = str(getattr(module, "NAME", file.stem))[:80] or file.stem
-    config = getattr(module, "config", None)
-    if not isinstance(config, TrainConfig):
-        return refuse(f"it defines no config = TrainConfig(...) (found {type(config).__name__}); define one at "
-                      "the top level of the file")
-    build = getattr(module, "build_model", None)
-    if build is not None and not callable(build):
-        return refuse(f"build_model is a {type(build).__name__}; it must be a function that takes the reference "
-                      "network and returns the network to train")
-    try:
-        v = judge(Submission(name, config, build_model=build), session, baseline=baseline)
-    except RuleBroken as e:
-        return refuse(f"the rules: {e}")
-    except Exception as e:  # noqa: BLE001 - out of memory (explained), or anything judge lets through
-        return refuse(f"judging raised {type(e).__name__}: {str(e)[:300]}")
-    figures = {k: (None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x))
-               for k, x in v.figures().items()}
-    _write_atomic(result, {"name": name, "passed": not v.refused, "reasons": v.reasons, "figures": figures,
-                           "checks": {k: ok for k, (ok, _) in v.checks.items()},
-                           "configuration": leaderboard.configuration_of(v.config)})
-    print(v)
-    return 0
-
-
-def _write_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, default=str))
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m helpers.challenge.classroom",
-                                 description="Judge every submission file in a folder, one fresh process each, "
-                                             "against one baseline; print the ranked table and add it to the "
+                                 description="Judge every training function (a submission file: train(model, data, "
+                                             "device)) in a folder to the accuracy target, one fresh process each; "
+                                             "print the class ranked by time to the target and add it to the "
                                              "leaderboard.")
     ap.add_argument("folder", nargs="?", help="the folder of submission files (*.py)")
     ap.add_argument("--out", default=None, help="where the logs, session.json, class.md and class.json go "
@@ -422,15 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=None, help="seconds per submission (default: 900 on a "
                                                                    "GPU, 300 at smoke scale)")
     ap.add_argument("--leaderboard", default=None, help="the leaderboard file (default: the course's)")
-    ap.add_argument("--one", help=argparse.SUPPRESS)
-    ap.add_argument("--baseline", help=argparse.SUPPRESS)
-    ap.add_argument("--session", help=argparse.SUPPRESS)
-    ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.one:
-        return _one_child(Path(args.one), Path(args.session), Path(args.result))
-    if args.baseline:
-        return _baseline_child(Path(args.baseline), Path(args.result))
     if not args.folder:
         ap.error("give the folder of submission files")
     try:

@@ -35,7 +35,7 @@ __all__ = ["Rung", "ladder", "reference_solution", "climb"]
 def _fused(model: nn.Module) -> nn.Module:
     from ..kernels.relu_pool_triton import fuse_relu_pool  # imports Triton: only when a rung uses it
 
-    return fuse_relu_pool(model)
+    return fuse_relu_pool(model, keep="argmax")  # the argmax kept for the backward, not the conv's output
 
 
 def _fused_padded(model: nn.Module) -> nn.Module:
@@ -88,7 +88,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
         ("+ batch size", batch_adds,
          lambda c: dataclasses.replace(c, batch_size=final.final_batch, lr=final.final_lr,
                                        lr_decay=final.final_lr_decay), None, False),
-        ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward",
+        ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward (which reads "
+         "the argmax the forward kept, a byte per output)",
          lambda c: c, _fused, False),
         ("+ fused optimizer", "SGD's fused implementation: one kernel updates every parameter",
          lambda c: dataclasses.replace(c, fused_optimizer=True), _fused, False),

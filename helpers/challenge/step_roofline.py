@@ -15,8 +15,10 @@ and time; the FLOPs and bytes come from the network's shapes, so kernels are gro
 - **the fully connected layers** (GEMM), forward and backward;
 - **the fused bias + ReLU + max-pool kernels** of :mod:`helpers.kernels.relu_pool_triton`, forward and backward
   apart: the forward reads the convolution's output and writes a quarter of it; the backward reads it again with
-  the output gradient and writes the input gradient. Their few FLOPs (adds and comparisons) hardly count: they
-  are judged by bytes.
+  the output gradient and writes the input gradient. Where the forward keeps each window's argmax instead
+  (``fuse_relu_pool(model, keep="argmax")``), the forward also writes a byte per output and the backward reads
+  those bytes, not the convolution's output. Their few FLOPs (adds and comparisons) hardly count: they are judged
+  by bytes.
 
 What is left (elementwise kernels Inductor fused, copies, the optimizer) depends on what the compiler fused, so
 its bytes are not known from the shapes: its share of the step is listed in ``unplaced`` instead.
@@ -58,6 +60,7 @@ def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value
         raise ValueError(f"step_costs reads a ReferenceCNN (3 convolutions, 2 linear layers); this model has "
                          f"{len(convs)} and {len(linears)}.")
     b = bytes_per_value
+    keeps_argmax = getattr(model, "relu_pool_keeps", "input") == "argmax"  # helpers.kernels.relu_pool_triton.KEEPS
     conv_flops = conv_bytes = pool_fwd_flops = pool_fwd_bytes = pool_bwd_flops = pool_bwd_bytes = 0.0
     for i, conv in enumerate(convs):
         side = image_size >> i
@@ -71,8 +74,13 @@ def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value
         pooled = out // 4
         pool_fwd_flops += 8.0 * pooled  # four bias adds, three comparisons, one ReLU per output
         pool_fwd_bytes += (out + pooled) * b
-        pool_bwd_flops += 8.0 * pooled  # the argmax found again, the bias gradient's sum
-        pool_bwd_bytes += (out + pooled + out) * b  # reads the input and the output gradient, writes the input gradient
+        if keeps_argmax:  # the forward also writes a byte per output; the backward reads it, not the input
+            pool_fwd_bytes += pooled
+            pool_bwd_flops += 2.0 * pooled  # the ReLU's mask, the bias gradient's sum
+            pool_bwd_bytes += pooled * (b + 1) + out * b  # reads the output gradient and the argmax, writes the input's
+        else:
+            pool_bwd_flops += 8.0 * pooled  # the argmax found again, the bias gradient's sum
+            pool_bwd_bytes += (out + pooled + out) * b  # reads the input and the output gradient, writes the input's
     gemm_flops = gemm_bytes = 0.0
     for lin in linears:
         fwd = 2.0 * batch * lin.in_features * lin.out_features

@@ -43,6 +43,7 @@ import io
 import math
 import random
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -50,7 +51,7 @@ import torch
 from torch import nn
 
 from .. import data as _data
-from .. import env, tables
+from .. import env, leaderboard, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
 from .accuracy import AccuracyTarget, heldout_accuracy
@@ -107,6 +108,40 @@ class TrainingVerdict:
     def reasons(self) -> list[str]:
         return [f"{name}: {why}" for name, (ok, why) in self.checks.items() if not ok]
 
+    def figures(self, session: Session) -> dict[str, float | None]:
+        """The leaderboard's figures of this run (``leaderboard.TO_TARGET``), beside the compute ceiling of
+        ``session``, the session it was judged in (MFU is img/s over it). MFU is None where that ceiling bounds
+        nothing (a CPU), as this verdict prints it."""
+        return {"time_to_target_s": self.time_to_target_s, "train_s": self.train_s, "images": self.images,
+                "img_per_s": self.img_per_s, "accuracy": self.accuracy, "target_accuracy": self.target,
+                "ceiling_img_per_s": session.ceiling_img_per_s, "mfu_pct": self.mfu_pct if self.bounded else None,
+                "peak_mem_gib": self.peak_mem_gib, "nvml_util_pct": self.nvml_util_pct, "gpm_sm_pct": self.gpm_sm_pct}
+
+    def entry(self, name: str | None = None, *, session: Session, configuration: str = "",
+              path: Path | str | None = None) -> leaderboard.Entry:
+        """This run as a leaderboard entry of the kind ``"to_target"``, sealed for the file at ``path``
+        (``leaderboard.default_path()`` by default, as ``leaderboard.add``)::
+
+            print(leaderboard.add(my_run.entry("Ada", session=session)))
+
+        ``session``: the one it was judged in. ``configuration``: what tells two of your training functions apart
+        (one row is kept per name, configuration and device). A refused run is sealed too, and refused by ``add``
+        with its reasons. Raises ``leaderboard.EntryRefused`` when the images or the time no longer match the
+        monitor's record of the timed call (a verdict edited with ``dataclasses.replace``)."""
+        steps = self.monitor.steps
+        timed = [p for p in self.monitor.phases if p["name"] == f"{self.name}: timed" and p["end_s"] is not None]
+        edited = [] if self.stopped else ["the timed call"] if len(timed) != 1 else [
+            k for k, ok in (("images", self.images == sum(int(r["images"]) for r in steps)),
+                            ("train_s", _within_record(self.train_s, timed[0], [r["t_s"] for r in steps]))) if not ok]
+        if edited:
+            raise leaderboard.EntryRefused(f"{self.name!r}: its figures ({', '.join(edited)}) no longer match the "
+                                           "monitor's record of the timed call (the verdict was edited after "
+                                           "judge_training made it): judge the run again.")
+        entry = leaderboard.Entry.of(self.name if name is None else name, self.figures(session),
+                                     {k: ok for k, (ok, _) in self.checks.items()}, configuration=configuration,
+                                     kind="to_target")
+        return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
+
     def row(self) -> dict[str, object]:
         """A flat dict (full precision) for a table."""
         return {"run": self.name, "time_to_target_s": self.time_to_target_s, "train_s": self.train_s,
@@ -123,6 +158,16 @@ class TrainingVerdict:
         if self.reached:
             return f"{self.name}: reached the target in {self.train_s:.3g} s\n  {figures}; passed every rule"
         return f"{self.name}: did not reach the target\n  {figures}\n  REFUSED: " + "; ".join(self.reasons)
+
+
+def _within_record(train_s: float, timed: dict, step_times: list[float]) -> bool:
+    """Can the timed call have taken ``train_s``, as the monitor recorded it? No longer than its phase, and no shorter
+    than its first to its last batch less the longest gap between two batches (the spot check pauses the clock
+    inside one such gap)."""
+    gaps = [b - a for a, b in zip(step_times, step_times[1:])]
+    floor = step_times[-1] - step_times[0] - max(gaps) if gaps else 0.0
+    slack = 1e-3 + 1e-6 * train_s  # the clock's syncs and rounding
+    return floor - slack <= train_s <= timed["end_s"] - timed["start_s"] + slack
 
 
 def unwrap(model: nn.Module) -> nn.Module:

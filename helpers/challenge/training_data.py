@@ -130,7 +130,9 @@ class DeviceBatches:
                  drop_last: bool) -> None:
         self._data, self.device, self.batch_size = data, device, batch_size
         self.shuffle, self.drop_last = shuffle, drop_last
-        self._x = torch.from_numpy(data._images).permute(0, 3, 1, 2).contiguous().to(device)
+        # copied as stored (NHWC) and made NCHW on the device: a CPU's permute of 150 MB took about 0.1 s, 5% of a
+        # fast run's clock, where the device's takes well under a millisecond
+        self._x = torch.from_numpy(data._images).to(device).permute(0, 3, 1, 2).contiguous()
         self._y = torch.from_numpy(data._labels).to(device)
 
     def __len__(self) -> int:

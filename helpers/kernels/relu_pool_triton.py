@@ -5,6 +5,7 @@
     y = relu_maxpool2x2(x, bias)   # == F.max_pool2d(F.relu(x + bias[:, None, None]), 2): a convolution's bias too
     y.sum().backward()             # x.grad (and bias.grad) as PyTorch's ops give them, ties included
     fuse_relu_pool(model)          # a ReferenceCNN's blocks run conv (no bias) → this kernel (the same function)
+    fuse_relu_pool(model, keep="argmax")   # the same, its backward reading a byte per output (see below)
 
 Why it pays: ``max(0, max of four + b) == max of four (max(0, each + b))``, so the bias and the ReLU can follow the
 pool. Compiled, PyTorch runs the convolution without its bias, then one kernel adds the bias and applies the ReLU
@@ -18,6 +19,13 @@ the order PyTorch's pool uses), writes every element of the input gradient exact
 the window's maximum was and was positive, zero elsewhere: no fill, no scatter, no indices), and sums the bias's
 gradient from the output gradient it already holds, a quarter of the input's size: each tile adds its per-channel
 sums with one atomic add per channel (so the bias gradient's last bits depend on the order tiles finish).
+
+With ``keep="argmax"`` the forward also writes, per output, one byte: which of the four values was the window's
+argmax, or that the ReLU stopped the gradient there. The backward reads those bytes and the output gradient (a
+quarter of the input's values each) instead of the input itself, and autograd keeps the bytes instead of the
+convolution's output, which is freed after the forward. In bf16 that moves 11 bytes per output in each direction
+instead of 10 forward and 18 backward: on one H100 at batch 512 the reference solution's step took about 1 ms less
+(scripts/probes/reference_timeline.py; results/archive/probe-reference-timeline…).
 
 Each program takes a tile of output positions × channels, so the loads run along the channels in channels_last
 (contiguous) and the bias is loaded once per tile. Registered as opaque custom operators (``gpl::relu_maxpool2x2``
@@ -38,7 +46,7 @@ import triton.language as tl
 
 from ..models import PaddedInputConv
 
-__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK_P"]
+__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK_P", "KEEPS"]
 
 BLOCK_P = 32  # output positions per tile (× up to 64 channels: 2,048 outputs); 32 times the backward 13% faster than 16 on an H100
 _MAX_BLOCK_C = 64
@@ -89,15 +97,7 @@ def relu_maxpool_bwd_kernel(x_ptr, b_ptr, gy_ptr, gx_ptr, gb_ptr, P, C, OH, OW, 
                             HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
     n, oh, ow, c, mask = _tile(tl.program_id(0), tl.program_id(1), P, C, OH, OW, BLOCK_P, BLOCK_C)
     base, v00, v01, v10, v11, b = _window(x_ptr, n, oh, ow, c, C, sn, sc, sh, sw, mask, b_ptr, HAS_BIAS)
-    # the first largest in scan order, as PyTorch's pool picks it (a later value must be strictly larger)
-    idx = tl.zeros(v00.shape, dtype=tl.int32)
-    best = v00
-    idx = tl.where(v01 > best, 1, idx)
-    best = tl.maximum(best, v01)
-    idx = tl.where(v10 > best, 2, idx)
-    best = tl.maximum(best, v10)
-    idx = tl.where(v11 > best, 3, idx)
-    best = tl.maximum(best, v11)
+    idx, best = _argmax(v00, v01, v10, v11)
     g = tl.load(gy_ptr + (n * yn + oh * yh + ow * yw)[:, None] + (c * yc)[None, :], mask=mask, other=0.0)
     g = tl.where(best + b[None, :] > 0.0, g.to(tl.float32), 0.0)  # ReLU's gradient: none where max + bias ≤ 0
     zero = tl.zeros_like(g)
@@ -108,6 +108,54 @@ def relu_maxpool_bwd_kernel(x_ptr, b_ptr, gy_ptr, gx_ptr, gb_ptr, P, C, OH, OW, 
     tl.store(gx_ptr + base + sh, tl.where(idx == 2, g, zero).to(ty), mask=mask)
     tl.store(gx_ptr + base + sh + sw, tl.where(idx == 3, g, zero).to(ty), mask=mask)
     if HAS_BIAS:  # each output's gradient reaches exactly one input element: the bias's gradient is their sum
+        tl.atomic_add(gb_ptr + c, tl.sum(g, axis=0), mask=c < C)
+
+
+@triton.jit
+def _argmax(v00, v01, v10, v11):
+    """Each window's first largest value in scan order, as PyTorch's pool picks it (a later value must be strictly
+    larger), and its place (0-3)."""
+    idx = tl.zeros(v00.shape, dtype=tl.int32)
+    best = v00
+    idx = tl.where(v01 > best, 1, idx)
+    best = tl.maximum(best, v01)
+    idx = tl.where(v10 > best, 2, idx)
+    best = tl.maximum(best, v10)
+    idx = tl.where(v11 > best, 3, idx)
+    best = tl.maximum(best, v11)
+    return idx, best
+
+
+@triton.jit
+def relu_maxpool_fwd_keep_argmax_kernel(x_ptr, b_ptr, y_ptr, code_ptr, P, C, OH, OW, sn, sc, sh, sw, yn, yc, yh, yw,
+                                        HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    n, oh, ow, c, mask = _tile(tl.program_id(0), tl.program_id(1), P, C, OH, OW, BLOCK_P, BLOCK_C)
+    base, v00, v01, v10, v11, b = _window(x_ptr, n, oh, ow, c, C, sn, sc, sh, sw, mask, b_ptr, HAS_BIAS)
+    idx, best = _argmax(v00, v01, v10, v11)
+    best = best + b[None, :]
+    dst = (n * yn + oh * yh + ow * yw)[:, None] + (c * yc)[None, :]
+    tl.store(y_ptr + dst, tl.maximum(best, 0.0).to(y_ptr.dtype.element_ty), mask=mask)
+    # one byte per output instead of the whole input kept for the backward (four values per output): the window's
+    # argmax (0-3), or 4 where the ReLU stops the gradient (max + bias ≤ 0)
+    tl.store(code_ptr + dst, tl.where(best > 0.0, idx, 4).to(tl.uint8), mask=mask)
+
+
+@triton.jit
+def relu_maxpool_bwd_keep_argmax_kernel(code_ptr, gy_ptr, gx_ptr, gb_ptr, P, C, OH, OW, sn, sc, sh, sw, yn, yc, yh,
+                                        yw, HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+    n, oh, ow, c, mask = _tile(tl.program_id(0), tl.program_id(1), P, C, OH, OW, BLOCK_P, BLOCK_C)
+    src = (n * yn + oh * yh + ow * yw)[:, None] + (c * yc)[None, :]
+    code = tl.load(code_ptr + src, mask=mask, other=4).to(tl.int32)
+    g = tl.load(gy_ptr + src, mask=mask, other=0.0).to(tl.float32)
+    g = tl.where(code < 4, g, 0.0)
+    zero = tl.zeros_like(g)
+    ty = gx_ptr.dtype.element_ty
+    base = (n * sn + (2 * oh) * sh + (2 * ow) * sw)[:, None] + (c * sc)[None, :]
+    tl.store(gx_ptr + base, tl.where(code == 0, g, zero).to(ty), mask=mask)
+    tl.store(gx_ptr + base + sw, tl.where(code == 1, g, zero).to(ty), mask=mask)
+    tl.store(gx_ptr + base + sh, tl.where(code == 2, g, zero).to(ty), mask=mask)
+    tl.store(gx_ptr + base + sh + sw, tl.where(code == 3, g, zero).to(ty), mask=mask)
+    if HAS_BIAS:
         tl.atomic_add(gb_ptr + c, tl.sum(g, axis=0), mask=c < C)
 
 
@@ -197,9 +245,90 @@ def _grad(ctx, grad_y):
 _forward.register_autograd(_grad, setup_context=_setup_context)
 
 
-def relu_maxpool2x2(x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+@torch.library.custom_op("gpl::relu_maxpool2x2_keep_argmax", mutates_args=())
+def _forward_argmax(x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    fmt = _layout(x)
+    _check_bias(x, bias)
+    x = x.contiguous(memory_format=fmt)
+    N, C, H, W = x.shape
+    y = torch.empty((N, C, H // 2, W // 2), device=x.device, dtype=x.dtype, memory_format=fmt)
+    code = torch.empty((N, C, H // 2, W // 2), device=x.device, dtype=torch.uint8, memory_format=fmt)
+    if y.numel():
+        grid, block_p, block_c = _grid(x)
+        relu_maxpool_fwd_keep_argmax_kernel[grid](x, bias if bias is not None else x, y, code,
+                                                  N * (H // 2) * (W // 2), C, H // 2, W // 2, *x.stride(),
+                                                  *y.stride(), HAS_BIAS=bias is not None, BLOCK_P=block_p,
+                                                  BLOCK_C=block_c)
+    return y, code
+
+
+@_forward_argmax.register_fake
+def _forward_argmax_fake(x, bias):
+    fmt = _layout(x)
+    N, C, H, W = x.shape
+    y = x.new_empty((N, C, H // 2, W // 2)).contiguous(memory_format=fmt)
+    return y, torch.empty_like(y, dtype=torch.uint8)
+
+
+@torch.library.custom_op("gpl::relu_maxpool2x2_keep_argmax_backward", mutates_args=())
+def _backward_argmax(grad_y: torch.Tensor, code: torch.Tensor, has_bias: bool, height: int,
+                     width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    fmt = _layout(code)
+    code = code.contiguous(memory_format=fmt)
+    grad_y = grad_y.contiguous(memory_format=fmt)  # the same shape and layout as code: the same strides
+    N, C, OH, OW = code.shape
+    odd = height % 2 or width % 2  # an odd side's last row or column lies in no window: it must read as zero
+    # made in the layout it is written in (an empty tensor made contiguous would be copied, in full, each step)
+    grad_x = torch.empty((N, C, height, width), device=code.device, dtype=grad_y.dtype, memory_format=fmt)
+    if odd:
+        grad_x.zero_()
+    grad_b = torch.zeros(C if has_bias else 0, device=code.device, dtype=torch.float32)
+    if grad_y.numel():
+        grid, block_p, block_c = _grid(grad_x)
+        relu_maxpool_bwd_keep_argmax_kernel[grid](code, grad_y, grad_x, grad_b, N * OH * OW, C, OH, OW,
+                                                  *grad_x.stride(), *grad_y.stride(), HAS_BIAS=has_bias,
+                                                  BLOCK_P=block_p, BLOCK_C=block_c)
+    return grad_x, grad_b
+
+
+@_backward_argmax.register_fake
+def _backward_argmax_fake(grad_y, code, has_bias, height, width):
+    fmt = _layout(code)
+    N, C = code.shape[:2]
+    grad_x = grad_y.new_empty((N, C, height, width)).contiguous(memory_format=fmt)
+    return grad_x, grad_y.new_empty((C if has_bias else 0,), dtype=torch.float32)
+
+
+def _setup_context_argmax(ctx, inputs, output):
+    x, bias = inputs
+    _, code = output
+    ctx.save_for_backward(code)  # not x: the convolution's output is freed after the forward
+    ctx.mark_non_differentiable(code)
+    ctx.has_bias, ctx.height, ctx.width = bias is not None, x.shape[2], x.shape[3]
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+
+
+def _grad_argmax(ctx, grad_y, _grad_code):
+    (code,) = ctx.saved_tensors
+    grad_x, grad_b = torch.ops.gpl.relu_maxpool2x2_keep_argmax_backward(grad_y, code, ctx.has_bias, ctx.height,
+                                                                        ctx.width)
+    return grad_x, (grad_b.to(ctx.bias_dtype) if ctx.has_bias else None)
+
+
+_forward_argmax.register_autograd(_grad_argmax, setup_context=_setup_context_argmax)
+
+#: What the backward finds each window's argmax from: ``"input"`` (the convolution's output, kept; the argmax found
+#: again) or ``"argmax"`` (one byte per output written by the forward: less to keep and to read back).
+KEEPS = ("input", "argmax")
+
+
+def relu_maxpool2x2(x: torch.Tensor, bias: torch.Tensor | None = None, *, keep: str = "input") -> torch.Tensor:
     """``F.max_pool2d(F.relu(x + bias per channel), 2)`` in one Triton kernel, differentiable (its backward, the
-    bias's gradient included, is one kernel too)."""
+    bias's gradient included, is one kernel too). ``keep``: what the backward reads (:data:`KEEPS`)."""
+    if keep == "argmax":
+        return torch.ops.gpl.relu_maxpool2x2_keep_argmax(x, bias)[0]
+    if keep != "input":
+        raise ValueError(f"relu_maxpool2x2(keep={keep!r}): use one of {KEEPS}.")
     return torch.ops.gpl.relu_maxpool2x2(x, bias)
 
 
@@ -213,22 +342,30 @@ def relu_maxpool2x2_reference(x: torch.Tensor, bias: torch.Tensor | None = None)
 class FusedReluPool(torch.nn.Module):
     """A module for the fused op: ``model.relu_pool = FusedReluPool()`` where a block runs ``pool(relu(conv(x)))``."""
 
+    def __init__(self, keep: str = "input") -> None:
+        super().__init__()
+        self.keep = keep
+
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        return relu_maxpool2x2(x, bias)
+        return relu_maxpool2x2(x, bias, keep=self.keep)
 
 
 def _fused_block(self, conv: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if isinstance(conv, PaddedInputConv):  # conv1 padded to 8 input channels (the same function)
         x, conv = conv.pad(x), conv.conv
-    return relu_maxpool2x2(conv._conv_forward(x, conv.weight, None), conv.bias)
+    return relu_maxpool2x2(conv._conv_forward(x, conv.weight, None), conv.bias, keep=getattr(self, "relu_pool_keeps", "input"))
 
 
-def fuse_relu_pool(model: torch.nn.Module) -> torch.nn.Module:
+def fuse_relu_pool(model: torch.nn.Module, *, keep: str = "input") -> torch.nn.Module:
     """Make a :class:`~helpers.models.ReferenceCNN` run each block as conv (without its bias) → the fused bias, ReLU
     and pool, in place: the same weights (the bias stays the convolution's parameter) and the same function
-    (checkpointing included, which recomputes the same block). Returns ``model``."""
+    (checkpointing included, which recomputes the same block). ``keep``: what the pools' backward reads
+    (:data:`KEEPS`; ``model.relu_pool_keeps`` says it after). Returns ``model``."""
     if not hasattr(model, "_block"):
         raise TypeError(f"fuse_relu_pool needs the course's ReferenceCNN (conv → ReLU → pool blocks), got "
                         f"{type(model).__name__}.")
+    if keep not in KEEPS:
+        raise ValueError(f"fuse_relu_pool(keep={keep!r}): use one of {KEEPS}.")
+    model.relu_pool_keeps = keep
     model._block = types.MethodType(_fused_block, model)
     return model

@@ -1,10 +1,13 @@
-"""What a leaderboard entry is, and everything about its content that the leaderboard refuses: the figures it keeps
-(:data:`REQUIRED`, :data:`OPTIONAL`, with the range a real run falls in), the rules the harness checks
-(:data:`CHECKS`), :class:`Entry` with the checks of its name, checks, figures (numbers, in range, agreeing with one
-another) and where it ran, and :func:`configuration_of`, which names a training configuration the same way each time.
+"""What a leaderboard entry is, and everything about its content that the leaderboard refuses: the two kinds of
+run it ranks (:data:`KINDS`: the ladder's runs by img/s, :data:`LADDER`; the learner's training by its time to the
+accuracy target, :data:`TO_TARGET`), each with the figures it keeps (the range a real run falls in) and the rules
+the harness checks; :class:`Entry` with the checks of its name, checks, figures (numbers, in range, agreeing with
+one another) and where it ran; and :func:`configuration_of`, which names a training configuration the same way each
+time.
 
     entry = Entry.of("my run", verdict.figures(), checks, configuration=configuration_of(config))
     entry.validate()  # raises EntryRefused with the reason in one line, or returns quietly
+    Entry.of("my run", training_verdict.figures(session), checks, kind="to_target")  # the learner's training
 
 An entry made here is not sealed, and ``leaderboard.add`` refuses it: ``verdict.entry(name)`` makes and seals it
 (:mod:`.seal`); :mod:`.store` writes it.
@@ -21,7 +24,8 @@ from typing import Any, Mapping
 
 from .. import results
 
-__all__ = ["REQUIRED", "OPTIONAL", "CHECKS", "NAME_MAX", "Entry", "EntryRefused", "configuration_of"]
+__all__ = ["REQUIRED", "OPTIONAL", "CHECKS", "NAME_MAX", "Kind", "KINDS", "LADDER", "TO_TARGET", "Entry",
+           "EntryRefused", "configuration_of"]
 
 #: Figures every entry must carry, with the range a real run falls in (name → (lowest, highest, what it is)).
 REQUIRED: dict[str, tuple[float, float, str]] = {
@@ -51,6 +55,59 @@ CHECKS: dict[str, str] = {
 NAME_MAX = 80  #: the longest name, in characters
 _NAME_RULE = f"a name has 1 to {NAME_MAX} printable characters, no space at either end"
 _HARNESS = "make it with verdict.entry(name)"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # its figures are dicts: a Kind is compared and hashed as itself
+class Kind:
+    """One kind of run the leaderboard ranks, in a table of its own: the figures its entries keep (name → (lowest,
+    highest, what it is); optional ones may be None where a device cannot measure them), the harness's checks each
+    must pass, and the figure it is ranked by."""
+
+    name: str
+    title: str  # a table's heading, in words
+    required: Mapping[str, tuple[float, float, str]]
+    optional: Mapping[str, tuple[float, float, str]]
+    checks: Mapping[str, str]
+    score: str  # the figure ranked on
+    higher_is_better: bool
+    positive: frozenset[str]  # figures more than zero in any real run
+
+
+#: The ladder's runs (``harness.Verdict.entry``): every run trains the same images, so the fastest (img/s) ranks
+#: first (MFU would rank them the same on one device).
+LADDER = Kind("ladder", "the ladder's runs, fastest first (img/s)", REQUIRED, OPTIONAL, CHECKS, "img_per_s", True,
+              frozenset(_POSITIVE))
+
+#: The learner's own training judged to the accuracy target (``to_target.TrainingVerdict.entry``): the quickest to
+#: the target ranks first; img/s and MFU stand beside it.
+TO_TARGET = Kind(
+    "to_target", "training to the accuracy target, quickest first (seconds)",
+    required={
+        "time_to_target_s": (0.0, math.inf, "seconds the timed training took, for a run that reached the target"),
+        "train_s": (0.0, math.inf, "seconds of the timed training call, the harness's own pauses left out"),
+        "images": (0.0, math.inf, "training images the harness handed out during the timed call"),
+        "img_per_s": (0.0, math.inf, "images handed out per second of the timed call"),
+        "accuracy": (0.0, 1.0, "held-out accuracy of the trained weights, a fraction"),
+        "target_accuracy": (0.0, 1.0, "the held-out accuracy the run had to reach, a fraction"),
+        "ceiling_img_per_s": (0.0, math.inf, "the session's compute ceiling: img/s at the measured matmul rate"),
+    },
+    optional={
+        "mfu_pct": (0.0, 100.0, "model FLOPs per second over the session's matmul ceiling, in % (none where that "
+                                "ceiling bounds nothing: a CPU)"),
+        "peak_mem_gib": (0.0, math.inf, "peak GPU memory allocated by PyTorch, GiB (none on a CPU)"),
+        "nvml_util_pct": (0.0, 100.0, "NVML's GPU utilisation during the timed call, in %"),
+        "gpm_sm_pct": (0.0, 100.0, "GPM's SM activity during the timed call, in %"),
+    },
+    checks={
+        "same_function": "the network computes the reference's function before, during and after training",
+        "images_seen": "it trained on images the harness handed out, and returned the network it was given",
+        "accuracy_target": "its held-out accuracy reached the target",
+    },
+    score="time_to_target_s", higher_is_better=False,
+    positive=frozenset({"time_to_target_s", "train_s", "images", "img_per_s", "ceiling_img_per_s", "mfu_pct"}))
+
+#: Every kind, by the name an entry carries (``Entry.kind``).
+KINDS: dict[str, Kind] = {k.name: k for k in (LADDER, TO_TARGET)}
 
 
 class EntryRefused(ValueError):
@@ -101,8 +158,9 @@ def _name_problem(name: Any) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One judged run: its name, where it ran, the harness's rule checks, its figures, its configuration and the
-    seal that says the harness made it. Make it with ``verdict.entry(name)``; one built by hand is refused."""
+    """One judged run: its name, where it ran, the harness's rule checks, its figures, its configuration, its kind
+    (:data:`KINDS`) and the seal that says the harness made it. Make it with ``verdict.entry(name)``; one built by
+    hand is refused."""
 
     name: str
     figures: Mapping[str, float | None]
@@ -110,13 +168,24 @@ class Entry:
     header: Mapping[str, Any]  # device, driver, torch, cuda, host_cpu, date (results.device_header())
     configuration: str = ""  # the run's training configuration as canonical JSON (configuration_of)
     seal: str = dataclasses.field(default="", repr=False)  # HMAC-SHA256 by the key beside the database
+    kind: str = "ladder"  # which table it goes to and how it is ranked (KINDS); the seal covers it
 
     @classmethod
     def of(cls, name: str, figures: Mapping[str, float | None], checks: Mapping[str, bool],
-           header: Mapping[str, Any] | None = None, *, configuration: str = "") -> "Entry":
+           header: Mapping[str, Any] | None = None, *, configuration: str = "", kind: str = "ladder") -> "Entry":
         """An unsealed entry for a run on this machine (its device, versions and today's date); the harness
         seals it (``verdict.entry``), and :func:`add` takes no other."""
-        return cls(name, dict(figures), dict(checks), dict(header or results.device_header()), configuration)
+        return cls(name, dict(figures), dict(checks), dict(header or results.device_header()), configuration,
+                   kind=kind)
+
+    @property
+    def kind_spec(self) -> Kind:
+        """Its :class:`Kind`; raises :class:`EntryRefused` for a kind the leaderboard does not rank."""
+        kind = KINDS.get(self.kind) if isinstance(self.kind, str) else None
+        if kind is None:
+            raise EntryRefused(f"{self.name!r}: kind {_show(self.kind)} is not one the leaderboard ranks "
+                               f"({', '.join(KINDS)}); {_HARNESS}.")
+        return kind
 
     def validate(self) -> None:
         """Raise :class:`EntryRefused` saying what is wrong; return quietly when the entry's content can be ranked
@@ -129,33 +198,34 @@ class Entry:
         if problem:
             raise EntryRefused(f"name {_show(self.name)} refused ({problem}): {_NAME_RULE}.")
         who = repr(self.name)
+        kind = self.kind_spec
         for part in ("figures", "checks", "header"):
             if not isinstance(getattr(self, part), Mapping):
                 raise EntryRefused(f"{who}: its {part} are a {type(getattr(self, part)).__name__}, not a dict; "
                                    f"{_HARNESS}.")
-        unknown = sorted(map(str, set(self.checks) - set(CHECKS)))
+        unknown = sorted(map(str, set(self.checks) - set(kind.checks)))
         if unknown:
-            raise EntryRefused(f"{who}: unknown checks {unknown}; the harness checks {', '.join(CHECKS)}.")
+            raise EntryRefused(f"{who}: unknown checks {unknown}; the harness checks {', '.join(kind.checks)}.")
         for k, v in self.checks.items():
             if not _is_bool(v):
                 raise EntryRefused(f"{who}: check {k} is {_show(v)}; each check is True or False (a verdict's "
                                    f"checks are (passed, why) pairs: {_HARNESS}).")
-        failed = [k for k in CHECKS if not self.checks.get(k, False)]
+        failed = [k for k in kind.checks if not self.checks.get(k, False)]
         if failed:
-            why = "; ".join(f"{k}: {CHECKS[k]}" if k in self.checks else f"{k}: not checked" for k in failed)
+            why = "; ".join(f"{k}: {kind.checks[k]}" if k in self.checks else f"{k}: not checked" for k in failed)
             raise EntryRefused(f"{who} was not ranked: the harness did not pass it ({why}). Fix the run and "
                                "judge it again; a refused run never enters the leaderboard.")
-        unknown = sorted(map(str, set(self.figures) - set(REQUIRED) - set(OPTIONAL)))
+        unknown = sorted(map(str, set(self.figures) - set(kind.required) - set(kind.optional)))
         if unknown:
-            raise EntryRefused(f"{who}: unknown figures {unknown}; the leaderboard keeps {sorted(REQUIRED)} and, "
-                               f"where measured, {sorted(OPTIONAL)}.")
+            raise EntryRefused(f"{who}: unknown figures {unknown}; the leaderboard keeps {sorted(kind.required)} "
+                               f"and, where measured, {sorted(kind.optional)}.")
         out: dict[str, float | None] = {}
-        for name, (lo, hi, what) in {**REQUIRED, **OPTIONAL}.items():
+        for name, (lo, hi, what) in {**kind.required, **kind.optional}.items():
             value = self.figures.get(name)
             if value is None:
-                if name in REQUIRED:
+                if name in kind.required:
                     raise EntryRefused(f"{who}: the figure {name!r} ({what}) is missing; every entry needs "
-                                       f"{', '.join(REQUIRED)}.")
+                                       f"{', '.join(kind.required)}.")
                 out[name] = None
                 continue
             if _is_bool(value) or not isinstance(value, _NUMBER):
@@ -168,15 +238,15 @@ class Entry:
             except OverflowError:
                 raise EntryRefused(f"{who}: {name}={_show(value)} is too large to be a figure ({what}: {_num(lo)} to "
                                    f"{_num(hi)}). Judge the run with the harness rather than typing figures.") from None
-            if name == "mfu_pct" and self.figures.get("speedup_bound") is None:
+            if kind is LADDER and name == "mfu_pct" and self.figures.get("speedup_bound") is None:
                 # no bound here (a CPU: bench.Ceilings.bounds): MFU can pass 100% and is not ranked on it, as the
                 # harness does not print it
                 hi = math.inf
-            if not math.isfinite(x) or not lo <= x <= hi or (name in _POSITIVE and x <= 0):
+            if not math.isfinite(x) or not lo <= x <= hi or (name in kind.positive and x <= 0):
                 raise EntryRefused(f"{who}: {name}={_show(value)} is outside what a run can measure ({what}: "
                                    f"{_num(lo)} to {_num(hi)}). Judge the run with the harness rather than typing figures.")
             out[name] = x
-        _agree(who, out)
+        (_agree if kind is LADDER else _agree_to_target)(who, out)
         missing = [h for h in ("device", "torch", "date") if not self.header.get(h)]
         if missing:
             raise EntryRefused(f"{who}: where it ran is missing ({', '.join(missing)}); {_HARNESS}, which reads "
@@ -201,6 +271,30 @@ def _agree(who: str, f: Mapping[str, float | None]) -> None:
         raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its speed-up ÷ the most a run could "
                            f"gain: 100 × {_operand(speedup)} ÷ {_operand(bound)} = {derived}% (both "
                            f"are img/s over the ceiling); {tail}")
+
+
+def _agree_to_target(who: str, f: Mapping[str, float | None]) -> None:
+    """The learner's training: the score is the timed call of a run that reached the target, and img/s and MFU are
+    derived from it as the harness derives them."""
+    t, train, images, img = f["time_to_target_s"], f["train_s"], f["images"], f["img_per_s"]
+    tail = "figures typed or edited by hand are never ranked: judge the run with the harness."
+    if not math.isclose(t, train, rel_tol=_REL_TOL):
+        given, derived = _apart(t, train)
+        raise EntryRefused(f"{who}: its time to the target, {given} s, is not its timed training, {derived} s (the "
+                           f"score is the timed call of a run that reached the target); {tail}")
+    if images != round(images):
+        raise EntryRefused(f"{who}: images={_show(images)} is not a whole number of images; {tail}")
+    if not math.isclose(img, images / train, rel_tol=_REL_TOL):  # thousands: six figures tell them apart
+        raise EntryRefused(f"{who}: its img/s, {_num(img)}, does not agree with its images over its training time: "
+                           f"{_operand(images)} ÷ {_operand(train)} s = {_num(images / train)}; {tail}")
+    if f["accuracy"] < f["target_accuracy"]:
+        raise EntryRefused(f"{who}: its held-out accuracy, {f['accuracy']:.1%}, is below its target, "
+                           f"{f['target_accuracy']:.1%}: a run that missed the target has no time to it; {tail}")
+    mfu, ceiling = f["mfu_pct"], f["ceiling_img_per_s"]
+    if mfu is not None and not math.isclose(mfu, 100 * img / ceiling, rel_tol=_REL_TOL):
+        given, derived = _apart(mfu, 100 * img / ceiling)
+        raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its img/s ÷ the session's ceiling: "
+                           f"100 × {_operand(img)} ÷ {_operand(ceiling)} = {derived}%; {tail}")
 
 
 def _operand(x: float) -> str:

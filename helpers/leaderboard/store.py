@@ -1,12 +1,16 @@
-"""The leaderboard's SQLite file: its layout (one row per name, configuration and device; ``PRAGMA user_version``
-says which), errors that name the file and what to do, :func:`add` (an entry's content and seal checked, then one
-transaction; :class:`Added` says what it did) and the file read back (:func:`entries`, :func:`table` for one device,
-:func:`tables` for every device).
+"""The leaderboard's SQLite file: its layout (a table per kind of run, :data:`.entry.KINDS`: ``entries`` for the
+ladder's runs, ``to_target`` for the learner's training; one row per name, configuration and device in each;
+``PRAGMA user_version`` says which layout), errors that name the file and what to do, :func:`add` (an entry's content
+and seal checked, then one transaction; :class:`Added` says what it did) and the file read back (:func:`entries`,
+:func:`table` for one device and kind, :func:`tables` for every device and kind, each ranked by its own score).
 
     print(add(verdict.entry("my fused pool", path=db), path=db))  # added / replaced your best / kept your best
-    table(path=db)                                                 # this device's runs, fastest first
+    table(path=db)                                                 # this device's ladder runs, fastest first
+    table(path=db, kind="to_target")                               # its runs to the target, quickest first
 
-A file it cannot read (damaged, of an earlier version, another program's) is never written, overwritten or removed.
+A file of the layout before the learner's training was ranked (version 2: the ladder's table alone) is read as it
+is, and gains the second table at its first write (:func:`_layout`). A file it cannot read (damaged, of an earlier
+version, another program's) is never written, overwritten or removed.
 """
 
 from __future__ import annotations
@@ -20,26 +24,38 @@ from pathlib import Path
 from typing import Literal
 
 from .. import results
-from .entry import NAME_MAX, OPTIONAL, REQUIRED, Entry, EntryRefused
+from .entry import KINDS, LADDER, NAME_MAX, TO_TARGET, Entry, EntryRefused, Kind
 from .seal import LeaderboardFileError, _check_seal, default_path
 
-__all__ = ["Added", "add", "entries", "table", "tables", "WHY_MISSING"]
+__all__ = ["Added", "Board", "add", "entries", "table", "tables", "WHY_MISSING"]
 
 _HEADER = ("device", "driver", "torch", "cuda", "host_cpu", "date")
-_VERSION = 2  # PRAGMA user_version of this layout (sealed entries, one row per name, configuration and device)
-_SCHEMA = f"""
-CREATE TABLE entries (
+# PRAGMA user_version of this layout: 2 sealed the ladder's entries, one row per name, configuration and device;
+# 3 added the learner's training, ranked by its time to the target, in a table of its own
+_VERSION = 3
+_TABLE = {"ladder": "entries", "to_target": "to_target"}  # the ladder's keeps its name: files of version 2 hold it
+
+
+def _schema(kind: Kind) -> str:
+    return f"""
+CREATE TABLE {_TABLE[kind.name]} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND {NAME_MAX}),
     configuration TEXT NOT NULL,
     device TEXT NOT NULL, {", ".join(f"{h} TEXT" for h in _HEADER[1:])},
-    {", ".join(f"{f} REAL NOT NULL" for f in REQUIRED)},
-    {", ".join(f"{f} REAL" for f in OPTIONAL)},
+    {", ".join(f"{f} REAL NOT NULL" for f in kind.required)},
+    {", ".join(f"{f} REAL" for f in kind.optional)},
     checks TEXT NOT NULL,
     written_at REAL NOT NULL,
     UNIQUE (name, configuration, device)
 )"""
-_COLUMNS = ["name", "configuration", *_HEADER, *REQUIRED, *OPTIONAL, "checks", "written_at"]
+
+
+def _columns(kind: Kind) -> list[str]:
+    return ["name", "configuration", *_HEADER, *kind.required, *kind.optional, "checks", "written_at"]
+
+
+_COLUMNS = _columns(LADDER)  # the ladder's (concurrency's check reads them)
 _TIMEOUT_S = 60
 
 
@@ -103,13 +119,22 @@ def _open(path: Path):
 
 
 def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
-    """Whether the file holds this leaderboard's table (made in a new, empty file when ``make``). A file of another
-    layout raises, and is left as it is."""
+    """Whether the file holds this leaderboard's tables (made in a new, empty file when ``make``). A file of version 2
+    (the ladder's table alone) is read as it is and, when ``make``, gains the table of the learner's training: inside
+    the writer's transaction, so the migration and the row it was made for land together or not at all. A file of
+    another layout raises, and is left as it is."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
     version = con.execute("PRAGMA user_version").fetchone()[0]
     p = results.shown(path)
-    if "entries" in tables and version == _VERSION:
+    if "entries" in tables and version in (2, _VERSION):
+        if make and _TABLE["to_target"] not in tables:
+            con.execute(_schema(TO_TARGET))
+        if make and version != _VERSION:
+            con.execute(f"PRAGMA user_version = {_VERSION}")
         return True
+    if "entries" in tables and version > _VERSION:
+        raise LeaderboardFileError(f"the leaderboard {p} was written by a later version of the course (layout "
+                                   f"{version}); it was left as it is: update the course, or {_ELSEWHERE}.")
     if "entries" in tables:
         raise LeaderboardFileError(f"the leaderboard {p} was written by an earlier version of the course (its rows "
                                    "carry no seal and cannot be checked); it was left as it is. Move it aside (mv "
@@ -118,13 +143,25 @@ def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
         raise LeaderboardFileError(f"{p} is a SQLite file but not a leaderboard (it holds {', '.join(sorted(tables))}"
                                    f"); it was left as it is: {_ELSEWHERE}.")
     if make:
-        con.execute(_SCHEMA)
+        for kind in KINDS.values():
+            con.execute(_schema(kind))
         con.execute(f"PRAGMA user_version = {_VERSION}")
     return make
 
 
+def _has(con: sqlite3.Connection, kind: Kind) -> bool:
+    """Whether the file holds ``kind``'s table (a file of version 2 has no table of the learner's training)."""
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                       (_TABLE[kind.name],)).fetchone() is not None
+
+
 def _rate(img_per_s: float) -> str:
     return f"{img_per_s:,.0f}" if img_per_s >= 100 else f"{img_per_s:.3g}"
+
+
+def _score(kind: str, x: float) -> str:
+    """A score as a person reads it: "1,000 img/s" for the ladder, "9.59 s" to the target."""
+    return f"{_rate(x)} img/s" if kind == "ladder" else f"{x:,.3g} s"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,33 +171,49 @@ class Added:
     outcome: Literal["added", "replaced", "kept"]
     name: str
     device: str
-    img_per_s: float  # this run's
-    best_img_per_s: float  # the row kept for this name, configuration and device
-    previous: tuple[float, str] | None  # (img/s, date) of the row it replaced or that kept it out
-    rank: int  # of the row kept, on its device
-    of: int  # rows on that device
+    score: float  # this run's: img/s (the ladder) or seconds to the target
+    best: float  # of the row kept for this name, configuration and device
+    previous: tuple[float, str] | None  # (score, date) of the row it replaced or that kept it out
+    rank: int  # of the row kept, among its kind's rows on its device
+    of: int  # its kind's rows on that device
     row_id: int
     path: str  # the file, as printed
+    kind: str = "ladder"
 
     @property
     def written(self) -> bool:
         return self.outcome != "kept"
 
     def __str__(self) -> str:
-        where = f"rank {self.rank} of {self.of} on {self.device} ({self.path})"
+        to_target = self.kind == "to_target"
+        where = f"rank {self.rank} of {self.of}{' to the target' if to_target else ''} on {self.device} ({self.path})"
+        score = _score(self.kind, self.score) + (" to the target" if to_target else "")
         if self.previous is None:
-            return f"{self.name!r} added: {_rate(self.img_per_s)} img/s, {where}."
+            return f"{self.name!r} added: {score}, {where}."
         old, date = self.previous
         if self.outcome == "replaced":
-            return (f"{self.name!r} replaced its earlier run ({_rate(old)} img/s, {date}) with this faster one: "
-                    f"{_rate(self.img_per_s)} img/s, {where}.")
-        return (f"kept your best: {self.name!r} stays at {_rate(old)} img/s ({date}); this run's "
-                f"{_rate(self.img_per_s)} img/s was not added (one row per name, configuration and device), {where}.")
+            better = "quicker" if to_target else "faster"
+            return (f"{self.name!r} replaced its earlier run ({_score(self.kind, old)}, {date}) with this {better} "
+                    f"one: {score}, {where}.")
+        return (f"kept your best: {self.name!r} stays at {_score(self.kind, old)} ({date}); this run's "
+                f"{_score(self.kind, self.score)} was not added (one row per name, configuration and device), {where}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """One of :func:`tables`' keys: a device and a kind of run (:data:`.entry.KINDS`); ``str()`` is its heading."""
+
+    device: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"{self.device}: {KINDS[self.kind].title}"
 
 
 def add(entry: Entry, *, path: Path | str | None = None) -> Added:
-    """Check ``entry`` (``verdict.entry(name)``) and write it in one transaction: a new row, or in place of the row
-    of the same name, configuration and device when this run is faster; a slower one is kept out.
+    """Check ``entry`` (``verdict.entry(name)``) and write it in one transaction, in its kind's table: a new row, or
+    in place of the row of the same name, configuration and device when this run scores better (faster on the
+    ladder, quicker to the target); a worse one is kept out.
 
     ``path``: the database (:func:`default_path` by default; give ``verdict.entry`` the same). Returns what was
     done (:class:`Added`: print it). Raises :class:`EntryRefused` (the reason, in one line) or
@@ -170,74 +223,99 @@ def add(entry: Entry, *, path: Path | str | None = None) -> Added:
         raise EntryRefused(f"leaderboard.add takes an Entry made by verdict.entry(name), not a "
                            f"{type(entry).__name__}.")
     figures = entry._figures()
+    kind = entry.kind_spec
     path = Path(path) if path is not None else default_path()
     _check_seal(entry, path)
     header = {h: None if entry.header.get(h) is None else str(entry.header[h]) for h in _HEADER}
-    row = [entry.name, entry.configuration, *header.values(), *(figures[f] for f in (*REQUIRED, *OPTIONAL)),
+    columns, table_name = _columns(kind), _TABLE[kind.name]
+    row = [entry.name, entry.configuration, *header.values(),
+           *(figures[f] for f in (*kind.required, *kind.optional)),
            json.dumps({k: bool(v) for k, v in entry.checks.items()}, sort_keys=True), time.time()]
-    img, device = figures["img_per_s"], header["device"]
+    score, device = figures[kind.score], header["device"]
+    beats = ">" if kind.higher_is_better else "<"
     with _open(path) as con:
         # BEGIN IMMEDIATE takes the write lock before anything is read or written: a second writer waits here,
-        # and the table is created, the stored best read and the row written as one unit (all of it, or none).
+        # and the table is created (or migrated), the stored best read and the row written as one unit.
         con.execute("BEGIN IMMEDIATE")
         try:
             _layout(con, path, make=True)
-            old = con.execute("SELECT id, img_per_s, date FROM entries WHERE name = ? AND configuration = ? AND "
-                              "device = ?", (entry.name, entry.configuration, device)).fetchone()
+            old = con.execute(f"SELECT id, {kind.score}, date FROM {table_name} WHERE name = ? AND "
+                              "configuration = ? AND device = ?", (entry.name, entry.configuration, device)).fetchone()
             if old is None:
-                outcome, best = "added", img
-                row_id = con.execute(f"INSERT INTO entries ({', '.join(_COLUMNS)}) VALUES "
-                                     f"({', '.join('?' * len(_COLUMNS))})", row).lastrowid
-            elif img > old[1]:
-                outcome, best, row_id = "replaced", img, old[0]
-                con.execute(f"UPDATE entries SET {', '.join(f'{c} = ?' for c in _COLUMNS)} WHERE id = ?",
+                outcome, best = "added", score
+                row_id = con.execute(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES "
+                                     f"({', '.join('?' * len(columns))})", row).lastrowid
+            elif score > old[1] if kind.higher_is_better else score < old[1]:
+                outcome, best, row_id = "replaced", score, old[0]
+                con.execute(f"UPDATE {table_name} SET {', '.join(f'{c} = ?' for c in columns)} WHERE id = ?",
                             [*row, row_id])
             else:
                 outcome, best, row_id = "kept", old[1], old[0]
-            rank = con.execute("SELECT COUNT(*) FROM entries WHERE device = ? AND img_per_s > ?",
+            rank = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ? AND {kind.score} {beats} ?",
                                (device, best)).fetchone()[0] + 1
-            of = con.execute("SELECT COUNT(*) FROM entries WHERE device = ?", (device,)).fetchone()[0]
+            of = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ?", (device,)).fetchone()[0]
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
             raise
-    return Added(outcome, entry.name, device, img, best, None if old is None else (old[1], old[2]), int(rank),
-                 int(of), int(row_id), results.shown(path))
+    return Added(outcome, entry.name, device, score, best, None if old is None else (old[1], old[2]), int(rank),
+                 int(of), int(row_id), results.shown(path), kind=kind.name)
 
 
-def entries(*, path: Path | str | None = None, device: str | None = None) -> "pandas.DataFrame":  # noqa: F821
-    """Every entry (or one device's), fastest first, with its rank on its device."""
+def entries(*, path: Path | str | None = None, device: str | None = None,
+            kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
+    """Every entry of one kind (``"ladder"`` or ``"to_target"``; of one device, if given), best first (the
+    fastest on the ladder, the quickest to the target), with its rank on its device."""
     import pandas as pd
 
+    board = _kind(kind)
     path = Path(path) if path is not None else default_path()
-    columns = ["id", *_COLUMNS]
+    columns = ["id", *_columns(board)]
     if not path.exists():
         return pd.DataFrame(columns=["rank", *columns])
     with _open(path) as con:
-        if not _layout(con, path, make=False):  # a file whose first write never committed (its writer was killed)
+        # a file whose first write never committed (its writer was killed), or one of version 2 read for the
+        # learner's training: nothing of that kind yet
+        if not _layout(con, path, make=False) or not _has(con, board):
             return pd.DataFrame(columns=["rank", *columns])
-        query, args = f"SELECT {', '.join(columns)} FROM entries", ()
+        query, args = f"SELECT {', '.join(columns)} FROM {_TABLE[board.name]}", ()
         if device is not None:
             query, args = query + " WHERE device = ?", (device,)
         rows = con.execute(query, args).fetchall()
     df = pd.DataFrame(rows, columns=columns)
-    df = df.sort_values(["device", "img_per_s"], ascending=[True, False], kind="stable")
+    df = df.sort_values(["device", board.score], ascending=[True, not board.higher_is_better], kind="stable")
     df.insert(0, "rank", df.groupby("device").cumcount() + 1)
     return df.reset_index(drop=True)
 
 
-#: Why an entry has no value for an optional figure (``tables.readable`` shows it under the table).
+def _kind(kind: str) -> Kind:
+    if kind not in KINDS:
+        raise ValueError(f"no kind of run {kind!r}; the leaderboard ranks {', '.join(KINDS)}.")
+    return KINDS[kind]
+
+
+#: Why an entry has no value for an optional figure (``tables.readable`` shows it under the table): the ladder's.
 WHY_MISSING = {"peak_mem_gb": "no GPU allocator on a CPU", "nvml_util_pct": "no NVIDIA driver on a CPU",
                "gpm_sm_pct": "no GPM on this GPU (it needs Hopper or newer) or no NVIDIA driver",
                "speedup_bound": "the entry was ranked without it", "baseline_img_per_s": "the entry was ranked without it"}
+#: The same for the learner's training to the target.
+WHY_MISSING_TO_TARGET = {"mfu_pct": "MFU is not meaningful on a CPU (its measured ceiling bounds nothing)",
+                         "peak_mem_gib": WHY_MISSING["peak_mem_gb"], "nvml_util_pct": WHY_MISSING["nvml_util_pct"],
+                         "gpm_sm_pct": WHY_MISSING["gpm_sm_pct"]}
 
 
-def _board(df) -> "pandas.DataFrame":  # noqa: F821
-    out = df[["rank", "name", "date", *REQUIRED, *OPTIONAL, "torch"]].set_index("rank")
-    # shown in GiB, as every notebook gives memory (the entries keep GB: their seal covers the figure as sealed)
+def _board(df, kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
 
+    if kind == "to_target":
+        out = df[["rank", "name", "date", "time_to_target_s", "accuracy", "target_accuracy", "images", "img_per_s",
+                  "mfu_pct", "peak_mem_gib", "nvml_util_pct", "gpm_sm_pct", "torch"]].set_index("rank")
+        out = out.assign(images=pd.to_numeric(out["images"]).round().astype("Int64"))  # counted, shown whole
+        out.attrs["missing"] = dict(WHY_MISSING_TO_TARGET)
+        return out
+    out = df[["rank", "name", "date", *LADDER.required, *LADDER.optional, "torch"]].set_index("rank")
+    # shown in GiB, as every notebook gives memory (the entries keep GB: their seal covers the figure as sealed)
     gib = pd.to_numeric(out["peak_mem_gb"], errors="coerce") * 1e9 / 2**30
     out.insert(list(out.columns).index("peak_mem_gb"), "peak_mem_gib", gib)
     out = out.drop(columns="peak_mem_gb")
@@ -245,14 +323,25 @@ def _board(df) -> "pandas.DataFrame":  # noqa: F821
     return out
 
 
-def table(device: str | None = None, *, path: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
-    """One device's leaderboard (this machine's by default): rank, name, date and the figures, full precision
-    (``tables.readable(df)`` shows it to read)."""
+def table(device: str | None = None, *, path: Path | str | None = None,
+          kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
+    """One device's leaderboard of one kind (this machine's, the ladder's by default): rank, name, date and the
+    figures, full precision (``tables.readable(df)`` shows it to read)."""
     device = device or results.device_header()["device"]
-    return _board(entries(path=path, device=device))
+    return _board(entries(path=path, device=device, kind=kind), kind)
 
 
-def tables(*, path: Path | str | None = None) -> dict[str, "pandas.DataFrame"]:  # noqa: F821
-    """``{device: its leaderboard}`` for every device in the file."""
-    df = entries(path=path)
-    return {d: _board(g) for d, g in df.groupby("device", sort=True)}
+def tables(*, path: Path | str | None = None, kind: str | None = None) -> dict[Board, "pandas.DataFrame"]:  # noqa: F821
+    """Every leaderboard in the file, each ranked by its own score: ``{Board(device, kind): table}`` for each device
+    and kind of run (or only ``kind``), the ladder's before the training to the target on each device. ``str(key)``
+    is the table's heading::
+
+        for board, t in leaderboard.tables().items():
+            print(board)               # "NVIDIA H100 80GB HBM3: training to the accuracy target, quickest first ..."
+            display(readable(t))
+    """
+    out = {}
+    for name in KINDS if kind is None else [_kind(kind).name]:
+        df = entries(path=path, kind=name)
+        out.update({Board(d, name): _board(g, name) for d, g in df.groupby("device", sort=True)})
+    return dict(sorted(out.items(), key=lambda kv: (kv[0].device, list(KINDS).index(kv[0].kind))))

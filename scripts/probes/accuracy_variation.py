@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write the JSON here")
     ap.add_argument("--record-from", default=None, metavar="JSON",
                     help="instead of measuring: record the reruns of the reference solution's recipe in this probe's "
-                         "JSON into its device's results file (final_accuracy_mean_over_baseline_pts, "
+                         "JSON into its device's results file (ladder_top_accuracy_mean_over_baseline_pts, "
                          "accuracy_false_refusals, accuracy_reruns, accuracy_refused_one_point_lower)")
     ap.add_argument("--write-targets", default=None, metavar="JSON",
                     help="instead of measuring: write helpers/challenge/accuracy_targets.json's entries from this "
@@ -152,7 +152,7 @@ def _record(path: Path) -> int:
         return 2
     v = rows[-1]
     target = accuracy_target(probe["size"])
-    figures = {"final_accuracy_mean_over_baseline_pts": 100 * (v["mean"] - target.mean),
+    figures = {"ladder_top_accuracy_mean_over_baseline_pts": 100 * (v["mean"] - target.mean),
                "accuracy_false_refusals": sum(a < target.threshold for a in v["accuracies"]),
                "accuracy_reruns": len(v["accuracies"]),
                "accuracy_refused_one_point_lower": sum(a - 0.01 < target.threshold for a in v["accuracies"])}

@@ -17,11 +17,13 @@ reference solution's time to it from several seeds, and the task's figures.
     python3 scripts/probes/time_to_target.py --record-from t.json --curve-from task.json   # into results/
 
 ``--record-from`` records in that device's results file: the reference solution's reruns and how many missed the
-target (``to_target_reruns``, ``to_target_false_refusals``), their time to it, the classic loop's time to it
+target (``to_target_reruns``, ``to_target_false_refusals``), their time to it and their MFU (``final_mfu_pct_median``,
+``final_mfu_pct_min``), the classic loop's time to it
 (``baseline_time_to_target_s``, or its accuracy where it fell short), the quarter-images run's gap below the
 target (``task_quarter_images_gap_pts``), what 4× the learning rate cost (``task_lr4x_drop_pts``), and, from a
 scripts/probes/challenge_task.py output (``--curve-from``), how many points the classic recipe's accuracy against
-images has on the challenge's task (``task_accuracy_curve_points``).
+images has on the challenge's task (``task_accuracy_curve_points``). From a ``--recipes`` output holding the reference
+recipe alone (``--recipes adamw:512:1e-3:20:36864``), only the reruns' figures.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def main() -> int:
     ap.add_argument("--out", default="time_to_target.json")
     ap.add_argument("--write-targets", default=None, metavar="JSON")
     ap.add_argument("--record-from", default=None, metavar="JSON")
-    ap.add_argument("--recipes", nargs="*", default=None, metavar="OPT:BATCH:LR:WARMUP:IMAGES[:MODE]",
+    ap.add_argument("--recipes", nargs="*", default=None, metavar="OPT:BATCH:LR:WARMUP:IMAGES[:MODE][:FLAG]",
                     help="instead of the whole probe: the reference solution with these recipes (adamw or sgd; MODE "
                          "is torch.compile's), each from --reference-seeds seeds, its time and MFU")
     ap.add_argument("--curve-from", default=None, metavar="JSON")
@@ -99,6 +101,7 @@ def main() -> int:
     from helpers.challenge.rules import Rules
     from helpers.challenge.accuracy import time_target as target_now
     from helpers.challenge.to_target import judge_training
+    from reference_timeline import build_from, recipe_from  # the same recipe tokens
 
     rules = Rules.at_scale()
     session = Session.start(rules)
@@ -116,15 +119,13 @@ def main() -> int:
         out["recipes"] = []
         base = recipes.REFERENCE_RECIPES[rules.size]
         for text in args.recipes:
-            opt, batch, lr, warm, images, *mode = text.split(":")
-            recipe = dataclasses.replace(base, optimizer=opt, batch_size=int(batch), lr=float(lr),
-                                         warmup_steps=int(warm), images=int(images),
-                                         compile_mode=mode[0] if mode else "default")
+            recipe = recipe_from(base, text)
+            torch.backends.cudnn.benchmark_limit = 10  # PyTorch's default, where a recipe before changed it
             recipes.REFERENCE_RECIPES[rules.size] = recipe
             try:
                 for seed in range(args.reference_seeds):
                     v = judge_training(recipes.reference_training(rules), session, target_now(rules), name=text,
-                                       build_model=recipes.reference_build, rerun_seed=seed)
+                                       build_model=build_from(text), rerun_seed=seed)
                     out["recipes"].append({"recipe": text, "seed": seed, **_row(v)})
                     print(f"{text} seed {seed}: {v}", flush=True)
                     save()
@@ -186,22 +187,28 @@ def _record(path: Path, curve_path: Path | None) -> int:
     from helpers import data, results
 
     p = json.loads(path.read_text())
-    threshold = p["threshold"]
-    ref = p["reference"]
-    variants = {v["label"]: v for v in p["variants"]}
+    # a whole probe's output, or --recipes' with the reference recipe alone: its reruns only
+    ref = p["reference"] if "reference" in p else p["recipes"]
+    if "reference" not in p and len({r["recipe"] for r in ref}) != 1:
+        raise SystemExit(f"{path}: record the reruns of one recipe (the reference solution's), not of "
+                         f"{sorted({r['recipe'] for r in ref})}")
     accs = [r["accuracy"] for r in ref]
     figures = {"to_target_reruns": len(ref), "to_target_false_refusals": sum(not r["reached"] for r in ref),
-               "to_target_threshold_pct": 100 * threshold,
                "reference_time_to_target_s_median": statistics.median(r["train_s"] for r in ref),
-               "reference_train_mfu_pct_median": statistics.median(r["mfu_pct"] for r in ref),
-               "reference_train_accuracy_min": min(accs),
-               "task_quarter_images_gap_pts": 100 * (threshold - variants["quarter images"]["accuracy"]),
-               "task_lr4x_drop_pts": 100 * (statistics.mean(accs) - variants["lr x4"]["accuracy"])}
-    classic = p["classic"]
-    if classic["reached"]:
-        figures["baseline_time_to_target_s"] = classic["train_s"]
-    figures["baseline_to_target_accuracy"] = classic["accuracy"]
-    figures["baseline_to_target_images"] = classic["images"]
+               "final_mfu_pct_median": statistics.median(r["mfu_pct"] for r in ref),
+               "final_mfu_pct_min": min(r["mfu_pct"] for r in ref),
+               "final_accuracy_min": min(accs)}
+    if "reference" in p:
+        threshold = p["threshold"]
+        variants = {v["label"]: v for v in p["variants"]}
+        figures.update({"to_target_threshold_pct": 100 * threshold,
+                        "task_quarter_images_gap_pts": 100 * (threshold - variants["quarter images"]["accuracy"]),
+                        "task_lr4x_drop_pts": 100 * (statistics.mean(accs) - variants["lr x4"]["accuracy"])})
+        classic = p["classic"]
+        if classic["reached"]:
+            figures["baseline_time_to_target_s"] = classic["train_s"]
+        figures["baseline_to_target_accuracy"] = classic["accuracy"]
+        figures["baseline_to_target_images"] = classic["images"]
     if curve_path is not None:
         curve = json.loads(curve_path.read_text())
         task = dataclasses.asdict(data.CHALLENGE_TASK)
