@@ -441,7 +441,8 @@ def test_the_spot_the_cheat_suspects_still_split_as_they_should(session):
 
 def test_the_suspects_evidence_tells_each_rule_apart_without_the_verdicts(session):
     """06.1 shows what was measured, not the verdicts: the cheaper network has fewer FLOPs and a large logits gap,
-    the short run fewer images, and nothing in the table names a rule or says refused."""
+    the short run fewer images, and nothing in the table names a rule or says refused. The cheaper network, which the
+    harness stops before training, is trained for the table all the same: no row of dashes gives it away."""
     from helpers.exercises import nb06
 
     small = judge(Submission("baseline", dataclasses.replace(FAST, batch_size=4)), session)
@@ -452,8 +453,12 @@ def test_the_suspects_evidence_tells_each_rule_apart_without_the_verdicts(sessio
     cheaper = next(n for n, r in answer.items() if r == "same_function")
     short = next(n for n, r in answer.items() if r == "images_seen")
     assert ev[cheaper].gflop_per_image < ev[honest].gflop_per_image and ev[cheaper].logits_gap_pct > 10
-    assert ev[honest].logits_gap_pct < 1e-3 and ev[cheaper].images == 0
-    assert ev[short].images < ev[honest].images == TINY.images
-    shown = repr(nb06.evidence_table(runs))
-    for word in ("same_function", "images_seen", "accuracy_not_worse", "REFUSED", "passed"):
+    assert ev[honest].logits_gap_pct < 1e-3 and ev[cheaper].images == ev[honest].images == TINY.images
+    assert ev[short].images < ev[honest].images
+    for e in ev.values():  # every row has every figure
+        assert e.images > 0 and all(math.isfinite(x) for x in (e.accuracy, e.loss_first, e.loss_last, e.img_per_s))
+    table = nb06.evidence_table(runs)
+    shown = repr(table)
+    for word in ("same_function", "images_seen", "accuracy_not_worse", "REFUSED", "passed", "stopped", "not trained"):
         assert word not in shown
+    assert not table.notes

@@ -171,8 +171,8 @@ REFUSED = [  # (what is wrong, the reason the message must give); each is sealed
                                       r"could gain: 100 × 18 ÷ 60 = 30%"),
     (dict(checks={"same_function": False}), r"'fused pool' was not ranked: the harness did not pass it "
                                             r"\(same_function: the model's outputs match"),
-    (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse: .*no worse than the "
-                                                 r"baseline's\)"),
+    (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse: .*at least the accuracy "
+                                                 r"target \(what 99% of the baseline's reruns reach\)\)"),
     (dict(checks={"same_function": (True, "the same logits")}),
      r"check same_function is \(True, 'the same logits…; each check is True or False \(a verdict's checks are "
      r"\(passed, why\) pairs: make it with verdict\.entry\(name\)"),

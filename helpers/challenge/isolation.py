@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 __all__ = ["Proc", "run_limited", "Watched"]
@@ -77,6 +78,30 @@ def _kill_group(p: subprocess.Popen) -> None:
         p.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    # a killed process ends a moment after the signal: wait until none of the group is left running, so that
+    # "stopped, with every process it started" is true when this returns
+    deadline = time.monotonic() + 10
+    while _group_running(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (a zombie has ended: it only waits to be reaped)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: the group exists while any member, a zombie too, does
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
 
 
 def _tail(log: Path) -> str:

@@ -9,7 +9,7 @@ size (with the learning rate chosen to match), the optimizer's implementation, a
 ones included) as long as it computes the same function. May not change: that function (checked on the same
 weights in training and evaluation mode, gradients included, and at one training step drawn at random), the data
 set (the synthetic training set, seed 0, at the rules' image size), the number of training images seen, and
-held-out accuracy (no worse than the baseline's, within what chance moves it).
+held-out accuracy (at least the accuracy target: what 99% of the baseline recipe's reruns reach).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = ["Rules", "RuleBroken", "same_function", "ALLOWED", "FORBIDDEN", "Chal
 ALLOWED = ("input pipeline", "precision", "memory format", "torch.compile and its mode", "CUDA graphs",
            "batch size (with the learning rate and its schedule to match)", "optimizer implementation", "custom kernels")
 FORBIDDEN = ("the model's function", "the data set", "the number of training images seen",
-             "held-out accuracy below the baseline's")
+             "held-out accuracy below the accuracy target (what 99% of the baseline recipe's reruns reach)")
 
 
 class RuleBroken(ValueError):
@@ -64,8 +64,7 @@ class ChallengeSize:
     # full scale. On a large GPU the course's goal (COURSE_MFU_GOAL_PCT), which its reruns from five other seeds
     # passed on one H100 (2026-11-25; results/: to_target_reruns, final_mfu_pct_min)
     reference_mfu_target_pct: float = 32.0
-    why_reference_mfu: str = ("its own training to the target: the whole run, AdamW at batch 512, every change of the "
-                              "ladder, the pools' backward reading the argmax the forward kept")
+    why_reference_mfu: str = "its own training to the target (the answer key), over the whole run"
 
 
 #: The MFU the course aims its reference solution at, printed beside what a run reached.
