@@ -108,6 +108,10 @@ def test_an_honest_run_reaches_the_target_with_its_figures_from_the_harness(sess
     assert v.mfu_pct == pytest.approx(100 * v.img_per_s * session.flops_per_image / 0.1e12)
     assert 0 <= v.accuracy <= 1 and v.rehearsal_s > 0
     assert "reached the target" in str(v) and "passed every rule" in str(v)
+    # the spot check is marked on the monitor's record, inside the timed call (its dip in a chart is explained)
+    phases = {p["name"]: p for p in v.monitor.phases}
+    timed, spot = phases["honest: timed"], phases["honest: spot check (clock paused)"]
+    assert timed["start_s"] <= spot["start_s"] <= spot["end_s"] <= timed["end_s"]
 
 
 def test_the_loader_route_is_judged_the_same_way(session):
