@@ -252,12 +252,17 @@ def _run(v, name, img_per_s, mfu):
 
 
 def test_reflection_names_the_change_that_paid_most_and_what_to_try_next(session, baseline):
-    runs = [_run(baseline, "baseline", 100.0, 1.0), _run(baseline, "+ data", 300.0, 2.0),
-            _run(baseline, "+ batch", 450.0, 10.0)]
+    # MFU is img/s over one ceiling: 1% per 100 img/s here. data multiplies img/s most, batch adds the most
+    runs = [_run(baseline, "baseline", 100.0, 1.0), _run(baseline, "+ data", 300.0, 3.0),
+            _run(baseline, "+ batch", 550.0, 5.5)]
     r = reflection(runs, None, session)
-    assert r.paid_most.startswith("data paid the most: 3.0× the img/s") and "while batch added the most MFU (+8.0" in r.paid_most
-    refused = _with_checks(_run(baseline, "+ cheat", 9000.0, 50.0), images_seen="half")
-    assert reflection([*runs, refused], None, session).paid_most.startswith("data paid the most")  # refused: not counted
+    assert r.paid_most.startswith("By factor, data paid the most (3.0× the img/s of the run before it); by amount, "
+                                  "batch (+250 img/s, +2.5 MFU points)"), r.paid_most
+    one = reflection(runs[:2], None, session).paid_most  # one change: the most by both measures
+    assert one.startswith("data paid the most, by factor and by amount: 3.0× the img/s of the run before it, +200 "
+                          "img/s, +2.0 MFU points"), one
+    refused = _with_checks(_run(baseline, "+ cheat", 9000.0, 90.0), images_seen="half")
+    assert reflection([*runs, refused], None, session).paid_most.startswith("By factor, data")  # refused: not counted
     k = step_roofline(_StepProfile(), models.ReferenceCNN(16), image_size=16, batch=2)
     r = reflection(runs, k, session)
     assert r.biggest_bottleneck.startswith("convolutions take 3.00 ms per step, 37.5% of the final step's kernel time (8.00 ms)")

@@ -60,17 +60,27 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
     refused = (f" {final.name} was refused ({final.reasons[0]}): its numbers are not counted."
                if final.refused and final.reasons else "")
     last = ok[-1] if ok else final
-    gains = [(b.img_per_s / a.img_per_s, b.mfu_pct - a.mfu_pct, b.name) for a, b in zip(ok, ok[1:])]
+    # each change by factor (× the img/s of the run before it) and by amount (img/s added, and the MFU points that
+    # come with them): in one session MFU is img/s over one ceiling, so the two measures agree on img/s and MFU, but
+    # the largest factor and the largest amount can be different changes (a large factor on a small number adds little)
+    gains = [(b.img_per_s / a.img_per_s, b.img_per_s - a.img_per_s, b.mfu_pct - a.mfu_pct, b.name)
+             for a, b in zip(ok, ok[1:])]
     if gains:
-        ratio, _, name = max(gains)
-        pts, name_mfu = max((g[1], g[2]) for g in gains)
-        same = (f"and the most MFU too ({pts:+.1f} points)" if name == name_mfu
-                else f"while {name_mfu.strip('+ ')} added the most MFU ({pts:+.1f} points)")
+        ratio, _, _, name = max(gains)
+        _, added, pts, name_added = max(gains, key=lambda g: g[1])
+        points = f", {pts:+.1f} MFU points" if final.bounded else ""
+        if name == name_added:
+            said = (f"{name.strip('+ ')} paid the most, by factor and by amount: {ratio:.1f}× the img/s of the run "
+                    f"before it, {added:+,.0f} img/s{points}")
+        else:
+            said = (f"by factor, {name.strip('+ ')} paid the most ({ratio:.1f}× the img/s of the run before it); by "
+                    f"amount, {name_added.strip('+ ')} ({added:+,.0f} img/s{points}): a large factor on a small "
+                    "number adds little")
+            said = said[0].upper() + said[1:]
         upto = "" if last is final else f" up to {last.name}"
         mfu = f", MFU {tables.percent(base.mfu_pct)}% → {tables.percent(last.mfu_pct)}%" if final.bounded else ""
-        paid = (f"{name.strip('+ ')} paid the most: {ratio:.1f}× the img/s of the run before it"
-                + (f", {same}" if final.bounded else "") + ". "
-                f"All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline{mfu}.{refused}")
+        paid = (f"{said}. All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline{mfu}."
+                f"{refused}")
     else:
         paid = "No two runs that passed the rules to compare." + refused
     ceil = session.ceilings
