@@ -420,3 +420,25 @@ def test_a_verdict_edited_before_its_entry_is_made_is_refused(high, tmp_path, ed
     with pytest.raises(leaderboard.EntryRefused, match=r"^'honest': its figures \((train_s|images)\) no longer "
                                                        r"match the monitor's record of the timed call"):
         dataclasses.replace(v, **edit(v)).entry(session=high, path=tmp_path / "lb.sqlite")
+
+
+def test_each_run_starts_from_cudnn_s_defaults_whatever_the_run_before_set(session):
+    """A function may turn cuDNN's autotuner on and change how many algorithms it tries; the next run starts from
+    PyTorch's defaults again."""
+    default = torch.backends.cudnn.benchmark_limit
+    seen = {}
+
+    def tuned(model, data, device):
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit = True, 0
+        return sgd()(model, data, device)
+
+    def looks(model, data, device):
+        seen.setdefault("state", (torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit))
+        return sgd()(model, data, device)
+
+    try:
+        judge_training(tuned, session, EASY, name="tuned")
+        judge_training(looks, session, EASY, name="after it")
+        assert seen["state"] == (False, default)
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit = False, default

@@ -190,6 +190,10 @@ def trained_reference(model: nn.Module, mapping: Mapping, image_size: int) -> nn
     return ref
 
 
+#: PyTorch's default for the algorithms cuDNN's autotuner tries, put back before each run (a function may change it).
+_CUDNN_BENCHMARK_LIMIT = torch.backends.cudnn.benchmark_limit
+
+
 class _Clock:
     """Wall time of the timed call, synchronised at both ends, less the pauses the harness takes inside it."""
 
@@ -251,6 +255,7 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     threshold = target.threshold
     torch._dynamo.reset()  # every run starts from the same compiler state (the on-disk caches still help)
     torch.backends.cudnn.benchmark = False  # and cuDNN's default: a function that wants its autotuner turns it on
+    torch.backends.cudnn.benchmark_limit = _CUDNN_BENCHMARK_LIMIT  # (and how many algorithms it tries)
     seed = rules.seed if rerun_seed is None else rerun_seed
     start = start_model(rules, seed=seed)
     model = copy.deepcopy(start)
