@@ -72,9 +72,6 @@ class Recipe:
     images: int  # trained on, in all
     why: str = ""
     compile_mode: str = "default"  # torch.compile's mode on a GPU ("reduce-overhead": CUDA graphs)
-    compile_input: bool = True  # the batch's resize and normalisation compiled with the network (fused, no syncs)
-    compile_options: tuple[tuple[str, object], ...] = ()  # Inductor's options, e.g. (("coordinate_descent_tuning", True),)
-    cudnn_benchmark_limit: int | None = None  # cuDNN algorithms tried per convolution (0: all; None: PyTorch's 10)
 
 
 #: Per challenge size (rules.SIZES). On a GPU: AdamW at batch 512, whose per-parameter step sizes keep a large batch
@@ -116,22 +113,16 @@ def reference_training(rules) -> Callable:
         scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
         model = model.to(memory_format=torch.channels_last)
         torch.backends.cudnn.benchmark = True
-        if recipe.cudnn_benchmark_limit is not None:
-            torch.backends.cudnn.benchmark_limit = recipe.cudnn_benchmark_limit
         mode = recipe.compile_mode if device.type == "cuda" else None  # a CPU captures graphs only (aot_eager)
 
-        def prepare(x_u8: torch.Tensor) -> torch.Tensor:
-            return _data.gpu_resize_normalize(x_u8, data.image_size).contiguous(memory_format=torch.channels_last)
-
         def forward(x_u8: torch.Tensor) -> torch.Tensor:
-            return model(prepare(x_u8))
+            x = _data.gpu_resize_normalize(x_u8, data.image_size).contiguous(memory_format=torch.channels_last)
+            return model(x)
 
-        # compiled with the network, the resize, normalisation and layout change fuse into the first layer's input
-        # (eager, they write three full-size copies, and the normalisation's constants are copied to the GPU with
-        # a sync each step)
-        # torch.compile takes a mode or Inductor's options, not both (a CPU's backend takes neither)
-        how = {"options": dict(recipe.compile_options)} if recipe.compile_options and mode else {"mode": mode}
-        compiled = torch.compile(forward if recipe.compile_input else model, backend=env.compile_backend(device), **how)
+        # the batch's resize, normalisation and layout change compiled with the network: fused into the first layer's
+        # input (eager, they wrote three full-size copies, and the normalisation's constants were copied to the GPU
+        # with a sync each step; one H100, 2026-11-25, scripts/probes/reference_timeline.py)
+        compiled = torch.compile(forward, backend=env.compile_backend(device), mode=mode)
         if recipe.optimizer == "adamw":
             opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.0,
                                     fused=device.type == "cuda")
@@ -144,9 +135,8 @@ def reference_training(rules) -> Callable:
                 for group in opt.param_groups:  # a Python float: changing it costs no sync
                     group["lr"] = scheduled_lr(recipe.lr, step, steps, warmup_steps=recipe.warmup_steps,
                                                decay="linear" if recipe.decay else "none")
-                x = x_u8 if recipe.compile_input else prepare(x_u8)
                 with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
-                    loss = F.cross_entropy(compiled(x), y)
+                    loss = F.cross_entropy(compiled(x_u8), y)
                 opt.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.step(opt)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where the reference solution's timed run goes: the set's copy to the device, the steps, and the syncs.
 
-For each recipe (``OPT:BATCH:LR:WARMUP:IMAGES[:MODE][:eager-input]``, as scripts/probes/time_to_target.py takes
+For each recipe (``OPT:BATCH:LR:WARMUP:IMAGES[:MODE][:keep-input]``, as scripts/probes/time_to_target.py takes
 them) the reference solution's training function runs on the challenge's training set three times, outside the
 judge: once to compile, once timed (a host clock synchronised at both ends, a CUDA event recorded as each batch is
 handed out), once under ``torch.cuda.set_sync_debug_mode("warn")`` to count the syncs it makes. Reported: the whole
@@ -28,12 +28,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
-#: Recipe tokens after IMAGES that are not torch.compile's mode.
-FLAGS = {"eager-input": {"compile_input": False},
-         "cdt": {"compile_options": (("coordinate_descent_tuning", True),)},
-         "bl0": {"cudnn_benchmark_limit": 0}}
-
-
 def build_from(text: str):
     """The network's build for a recipe: the reference solution's, or with the flag ``keep-input`` its fused pools
     keeping the convolution's output for the backward (as before 2026-11-25) instead of the argmax."""
@@ -47,12 +41,13 @@ def build_from(text: str):
 
 
 def recipe_from(base, text: str):
-    """``OPT:BATCH:LR:WARMUP:IMAGES[:MODE][:FLAG...]`` (FLAGS, and keep-input: build_from) as a recipes.Recipe."""
+    """``OPT:BATCH:LR:WARMUP:IMAGES[:MODE][:keep-input]`` (keep-input: build_from) as a recipes.Recipe. The runs of
+    2026-11-25 also took the flags eager-input, cdt and bl0 (the input prepared outside the compiled function,
+    Inductor's coordinate-descent tuning, cuDNN trying every algorithm): kept in results/archive, dropped since."""
     opt, batch, lr, warm, images, *more = text.split(":")
-    modes = [m for m in more if m not in FLAGS and m != "keep-input"]
-    flags = {k: v for m in more if m in FLAGS for k, v in FLAGS[m].items()}
+    modes = [m for m in more if m != "keep-input"]
     return dataclasses.replace(base, optimizer=opt, batch_size=int(batch), lr=float(lr), warmup_steps=int(warm),
-                               images=int(images), compile_mode=modes[0] if modes else "default", **flags)
+                               images=int(images), compile_mode=modes[0] if modes else "default")
 
 
 def _kernels(prof, wall_s: float, steps: int) -> dict:
@@ -133,7 +128,6 @@ def main() -> int:
     for text in args.recipes:
         recipe = recipe_from(base, text)
         torch._dynamo.reset()  # a batch size of its own: not a dynamic-shape recompile of the last recipe's
-        torch.backends.cudnn.benchmark_limit = 10
         recipes.REFERENCE_RECIPES[rules.size] = recipe
         try:
             row = {"recipe": text}

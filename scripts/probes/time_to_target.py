@@ -120,7 +120,6 @@ def main() -> int:
         base = recipes.REFERENCE_RECIPES[rules.size]
         for text in args.recipes:
             recipe = recipe_from(base, text)
-            torch.backends.cudnn.benchmark_limit = 10  # PyTorch's default, where a recipe before changed it
             recipes.REFERENCE_RECIPES[rules.size] = recipe
             try:
                 for seed in range(args.reference_seeds):
