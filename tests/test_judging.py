@@ -15,7 +15,7 @@ from torch import nn
 
 from helpers import leaderboard, models
 from helpers.challenge import harness
-from helpers.challenge.function_check import (TOLERANCES, SpotCheck, check_function, map_parameters,
+from helpers.challenge.function_check import (TOLERANCES, SpotCheck, SpotCheckFailed, check_function, map_parameters,
                                               spot_precision)
 from helpers.challenge.harness import Submission, judge, readable_table
 from helpers.challenge.report import reflection, write_report
@@ -426,6 +426,31 @@ def test_tolerances_are_one_table_and_the_training_precision_picks_one():
     assert spot.gap is not None and spot.gap <= TOLERANCES["fp32"].logits
 
 
+def test_a_spot_check_on_weights_that_overflow_fp16_is_divergence_not_another_function():
+    """A learning rate too large in fp16 grows the weights until the training's logits overflow to inf, while the
+    reference's fp32 logits stay finite: the spot check calls that divergence (the accuracy rule judges it), not a
+    different function, because the reference network itself overflows in fp16 on those weights. Non-finite logits
+    from weights the reference handles in fp16 are still another function."""
+    torch.manual_seed(0)
+    ref = models.ReferenceCNN(16)
+    mapping, _ = map_parameters(ref, ref)
+    x = torch.randn(3, 3, 16, 16)
+    inf = torch.full((3, 10), math.inf)
+    spot = SpotCheck(ref, mapping, image_size=16, precision="fp16", step=0)
+    with pytest.raises(SpotCheckFailed):
+        spot(0, x, inf)  # sane weights: inf logits are not the reference's
+    assert not spot.diverged
+    with torch.no_grad():
+        ref.fc1.weight.mul_(1e7)  # diverged: fp32 still finite, fp16's range (65,504) passed
+        assert torch.isfinite(ref(x)).all()
+    spot = SpotCheck(ref, mapping, image_size=16, precision="fp16", step=0)
+    spot(0, x, inf)
+    assert spot.diverged and spot.gap != spot.gap  # NaN: nothing compared
+    spot = SpotCheck(ref, mapping, image_size=16, precision="tf32", step=0)  # fp32's range: no overflow to blame
+    with pytest.raises(SpotCheckFailed):
+        spot(0, x, inf)
+
+
 def test_the_spot_the_cheat_suspects_still_split_as_they_should(session):
     from helpers.exercises import nb06
 
@@ -462,3 +487,45 @@ def test_the_suspects_evidence_tells_each_rule_apart_without_the_verdicts(sessio
     for word in ("same_function", "images_seen", "accuracy_not_worse", "REFUSED", "passed", "stopped", "not trained"):
         assert word not in shown
     assert not table.notes
+
+
+def test_the_evidence_table_says_why_a_diverged_runs_loss_shows_a_dash():
+    """A run whose loss became inf or NaN (the learning-rate suspect on a small GPU) shows "—" in its loss column,
+    with a note that says the run diverged: a dash with no reason is refused by the notebook runs."""
+    from helpers.exercises import nb06
+
+    runs = nb06.Suspects()
+    runs.evidence = {
+        "run A": nb06.Evidence("run A", 4096, 12.1, 0.0, 0.9, 2.2, 0.7, 560.0),
+        "run B": nb06.Evidence("run B", 4096, 12.1, 0.0, 0.108, 3.5, math.nan, 590.0),
+    }
+    table = nb06.evidence_table(runs)
+    assert table.shown.loc["run B", "loss, last quarter"] == "—"
+    assert any("diverged" in n for n in table.notes) and not any("not measured" in n for n in table.notes)
+    runs.evidence["run B"] = nb06.Evidence("run B", 4096, 12.1, 0.0, 0.108, 3.5, math.inf, 590.0)
+    assert nb06.evidence_table(runs).shown.loc["run B", "loss, last quarter"] == "—"
+    runs.evidence.pop("run B")
+    assert not nb06.evidence_table(runs).notes
+
+
+def test_start_model_gives_the_initialised_network_a_fresh_copy_each_time_and_leaves_the_generator_as_init_would():
+    """start_model keeps the initialised weights once per (size, seed): each call returns the same weights as
+    ``torch.manual_seed(seed); ReferenceCNN(size)`` would, in tensors of its own (training one run cannot change
+    the next run's start), and leaves the random generator where that initialisation leaves it."""
+    from helpers.challenge.start import start_model
+
+    rules = types.SimpleNamespace(seed=7, image_size=16, warm_start_images=0)
+    torch.manual_seed(7)
+    want = models.ReferenceCNN(16)
+    after = torch.rand(3)
+    for _ in range(2):
+        got = start_model(rules)
+        assert torch.equal(torch.rand(3), after)  # the generator past the initialisation's draws
+        for (k, a), (_, b) in zip(got.state_dict().items(), want.state_dict().items()):
+            assert torch.equal(a, b) and a.device.type == "cpu", k
+        with torch.no_grad():
+            got.fc1.weight.add_(1.0)  # a run trains it ...
+    assert torch.equal(start_model(rules).fc1.weight, want.fc1.weight)  # ... the next starts as before
+    assert all(p.requires_grad for p in start_model(rules).parameters())
+    other = start_model(rules, seed=8)
+    assert not torch.equal(other.fc1.weight, want.fc1.weight)

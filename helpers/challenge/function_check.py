@@ -113,14 +113,20 @@ def spot_precision(precision: str, device: torch.device) -> str:
 
 @contextlib.contextmanager
 def _exact(device: torch.device):
-    """fp32 as written: TF32 off, no autocast (the training's precision is the spot check's to compare)."""
+    """fp32 as written: TF32 off, no autocast (the training's precision is the spot check's to compare). cuDNN's
+    autotuner off too, whatever the run set: a check's fp32 shapes are new to it, and tuning each of their
+    convolutions took longer than the check itself (13.6 of 16 s of the answer key's checks on the t4 profile,
+    scripts/probes/judging_costs.py); any algorithm computes the same function within the tolerances."""
     tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    benchmark = torch.backends.cudnn.benchmark
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
     try:
         with torch.autocast(device.type, enabled=False):
             yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = benchmark
 
 
 def _logits_gap(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
@@ -356,17 +362,27 @@ class SpotCheck:
         self.precision, self.step, self.steps = precision, step, steps
         self.tolerance = TOLERANCES[precision]
         self.gap: float | None = None  # the share measured, once it ran
-        # the weights had diverged when it ran (the reference network's own logits are not finite on them): nothing
-        # to compare, and not a different function; the accuracy rule judges such a run
+        # the weights had diverged when it ran (the reference network's own logits are not finite on them, in fp32
+        # or in the run's own fp16/bf16): nothing to compare, and not a different function; the accuracy rule
+        # judges such a run
         self.diverged = False
 
-    def reference_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """The reference network's logits for ``x`` on the submission's weights now, in fp32 (TF32 off)."""
+    def reference_logits(self, x: torch.Tensor, *, autocast: torch.dtype | None = None) -> torch.Tensor:
+        """The reference network's logits for ``x`` on the submission's weights now, in fp32 (TF32 off), or under
+        autocast to ``autocast`` (the run's own precision)."""
         params = dict(self._model.named_parameters())
         weights = {r: params[s].detach()[sl].float() for r, s, sl in self._mapping}
-        with torch.no_grad(), _exact(x.device):
+        with torch.no_grad(), _exact(x.device), torch.autocast(x.device.type, dtype=autocast,
+                                                                enabled=autocast is not None):
             return torch.cat([torch.func.functional_call(self._reference, weights, (chunk.float(),))
                               for chunk in x.split(_SPOT_CHUNK)])
+
+    def _overflows(self, x: torch.Tensor) -> bool:
+        """Does the reference network itself, on these weights, overflow in the run's precision (fp16 or bf16)?
+        Then the run's non-finite logits come from weights that diverged past that precision's range, not from
+        another function."""
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
+        return dtype is not None and not bool(torch.isfinite(self.reference_logits(x, autocast=dtype)).all())
 
     def measure(self, x: torch.Tensor, logits: torch.Tensor) -> tuple[float, float]:
         """(largest |difference| of ``logits`` from the reference network's for ``x``, that over their largest
@@ -377,6 +393,10 @@ class SpotCheck:
             raise SpotCheckFailed(f"the training's forward returned {shape} where the reference network returns "
                                   f"{tuple(want.shape)}")
         if not bool(torch.isfinite(want).all()):
+            self.diverged = True
+            return math.nan, math.nan
+        if not bool(torch.isfinite(logits).all()) and self._overflows(x):
+            # a learning rate too large in fp16: the weights grew until the logits overflow (a T4's lr×16 suspect)
             self.diverged = True
             return math.nan, math.nan
         return _logits_gap(logits, want)

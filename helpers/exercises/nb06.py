@@ -156,7 +156,7 @@ def evidence_table(runs: "Suspects"):
     import pandas as pd
 
     def num(v, fmt):
-        return tables.MISSING if v is None or math.isnan(v) else format(v, fmt)
+        return tables.MISSING if v is None or not math.isfinite(v) else format(v, fmt)
 
     rows = []
     for e in runs.evidence.values():
@@ -167,8 +167,12 @@ def evidence_table(runs: "Suspects"):
                      "held-out accuracy %": num(100 * e.accuracy, ".1f"),
                      "loss, first quarter": num(e.loss_first, ".3g"), "loss, last quarter": num(e.loss_last, ".3g"),
                      "img/s": num(e.img_per_s, ",.0f")})
-    notes = ("— not measured for that run",) if any(
-        not e.images or math.isnan(e.accuracy) or math.isnan(e.img_per_s) for e in runs.evidence.values()) else ()
+    ev = runs.evidence.values()
+    # a diverged run's loss becomes inf or NaN: that dash is itself evidence, and says so
+    notes = (("— not measured for that run",) if any(not e.images or math.isnan(e.accuracy) or math.isnan(e.img_per_s)
+                                                      for e in ev) else ()) + (
+        ("— in a loss column: the loss was not a finite number in that quarter (the run diverged)",)
+        if any(not math.isfinite(x) for e in ev if e.images for x in (e.loss_first, e.loss_last)) else ())
     data = pd.DataFrame([dataclasses.asdict(e) for e in runs.evidence.values()]).set_index("run")
     return tables.Table(data=data, shown=pd.DataFrame(rows).set_index("run"), notes=notes)
 
