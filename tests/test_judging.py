@@ -386,11 +386,11 @@ def test_honest_runs_pass_the_spot_check_at_the_last_step(session, baseline, spo
     assert v.images_seen == TINY.images
 
 
-def test_the_compiled_reference_solution_passes(session, baseline, spot_at):
-    from helpers.challenge.ladder import reference_solution
+def test_the_compiled_top_rung_passes(session, baseline, spot_at):
+    from helpers.challenge.ladder import top_rung
 
     spot_at(STEPS - 1)
-    ref = reference_solution("smoke", TINY)
+    ref = top_rung("smoke", TINY)
     v = judge(dataclasses.replace(ref, config=dataclasses.replace(ref.config, batch_size=16)), session,
               baseline=baseline)
     assert not v.stopped and v.checks["same_function"][0], v.reasons

@@ -170,8 +170,8 @@ REFUSED = [  # (what is wrong, the reason the message must give); each is sealed
     (dict(figures={"mfu_pct": 90.0}), r"its MFU, 90%, does not agree with 100 × its speed-up ÷ the most a run "
                                       r"could gain: 100 × 18 ÷ 60 = 30%"),
     (dict(checks={"same_function": False}), r"'fused pool' was not ranked: the harness did not pass it "
-                                            r"\(same_function: the model's outputs match"),
-    (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse: .*at least the accuracy "
+                                            r"\(same_function, the rule that the model's outputs match"),
+    (dict(checks={"accuracy_not_worse": False}), r"did not pass it \(accuracy_not_worse, the rule that .*at least the accuracy "
                                                  r"target \(what 99% of the baseline's reruns reach\)\)"),
     (dict(checks={"same_function": (True, "the same logits")}),
      r"check same_function is \(True, 'the same logits…; each check is True or False \(a verdict's checks are "
@@ -321,8 +321,8 @@ TT_REFUSED = [  # (what is wrong, the reason); each sealed, so its content alone
     (dict(figures={"accuracy": 0.85}), r"its held-out accuracy, 85\.0%, is below its target, 90\.0%: a run that "
                                         r"missed the target has no time to it"),
     (dict(figures={"speedup": 18.0}), r"unknown figures \['speedup'\]"),  # a ladder figure
-    (dict(checks={"accuracy_target": False}), r"'Ada' was not ranked: the harness did not pass it \(accuracy_target: "
-                                               r"its held-out accuracy reached the target\)"),
+    (dict(checks={"accuracy_target": False}), r"'Ada' was not ranked: the harness did not pass it \(accuracy_target, the "
+                                               r"rule that its held-out accuracy reached the target\)"),
     (dict(checks={"accuracy_not_worse": True}), r"unknown checks \['accuracy_not_worse'\]; the harness checks "
                                                  r"same_function, images_seen, accuracy_target\.$"),
 ]
@@ -599,9 +599,10 @@ def test_an_interrupted_write_rolls_back_and_names_the_file(tmp_path, monkeypatc
 
 # -- concurrent writers, the file's places, the committed file ---------------------------------------------
 
-def test_concurrent_writers_lose_nothing_and_a_killed_writer_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("method", [None, "spawn"])  # by default a fork server where the platform has one
+def test_concurrent_writers_lose_nothing_and_a_killed_writer_leaves_nothing(tmp_path, method):
     db = tmp_path / "lb.sqlite"
-    res = lb.concurrent_writes_check(writers=3, each=10, path=db)
+    res = lb.concurrent_writes_check(writers=3, each=10, path=db, start_method=method)
     assert (res.expected, res.found, res.whole, res.lost, res.half_written, res.ghosts) == (30, 30, 30, 0, 0, 0)
     assert "0 lost, 0 half-written" in str(res)
     assert lb.key_path(db).stat().st_mode & 0o777 == 0o600  # three processes raced to make it: one key

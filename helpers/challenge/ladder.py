@@ -1,9 +1,10 @@
 """The course's changes, one on top of the other, each judged by the harness: the final challenge's comparison
-table, and the reference solution at its top.
+table, up to its top rung (every change at once). The reference solution, the answer key of the learner's own
+training, is another run: :mod:`.recipes`.
 
     rungs = ladder()                       # [Rung("baseline", ...), Rung("+ input pipeline", ...), ...]
     verdicts = climb(rungs, session)       # each judged against the first (the same session's baseline)
-    reference = reference_solution()       # the top rung as a Submission: what instructors and CI run
+    top = top_rung()                       # the top rung as a Submission: what instructors and CI run
 
 Every rung keeps what the rungs before it changed and adds one thing. On a GPU with more than 24 GiB the batch
 size rung takes a batch 8× the baseline's, doubles the learning rate and decays it linearly to zero over the run:
@@ -29,7 +30,7 @@ from ..train import TrainConfig
 from .harness import Session, Submission, Verdict, judge
 from .rules import Rules
 
-__all__ = ["Rung", "ladder", "reference_solution", "climb"]
+__all__ = ["Rung", "ladder", "top_rung", "climb"]
 
 
 def _fused(model: nn.Module) -> nn.Module:
@@ -62,7 +63,7 @@ _INTERPRETED = ("slow here because, with no GPU, Triton's interpreter runs the f
 
 
 def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
-    """The cumulative rungs from the classic loop to the reference solution (the top rungs' batch and learning
+    """The cumulative rungs from the classic loop to the top rung, every change at once (the top rungs' batch and learning
     rate from ``rules``, by default this machine's: :meth:`Rules.at_scale`). Where that size keeps the baseline's
     batch (a small GPU), the batch rung is there with the reason, and :func:`climb` says it instead of running it."""
     scale = scale or env.scale()
@@ -93,7 +94,7 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
          lambda c: c, _fused, False),
         ("+ fused optimizer", "SGD's fused implementation: one kernel updates every parameter",
          lambda c: dataclasses.replace(c, fused_optimizer=True), _fused, False),
-        ("all: reference solution", "+ conv1's input padded from 3 to 8 channels with zeros (the same function)",
+        ("+ padded conv1", "conv1's input padded from 3 to 8 channels with zeros (the same function)",
          lambda c: c, _fused_padded, False),
     ]
     rungs, cfg = [], base
@@ -106,8 +107,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
     return rungs
 
 
-def reference_solution(scale: env.Scale | None = None, rules: Rules | None = None) -> Submission:
-    """The top rung: what CI and instructors run as the challenge's answer."""
+def top_rung(scale: env.Scale | None = None, rules: Rules | None = None) -> Submission:
+    """The top rung, every change of the ladder at once, as a Submission."""
     return ladder(scale, rules)[-1].submission
 
 

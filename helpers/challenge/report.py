@@ -1,7 +1,7 @@
 """The report a learner hands in: one HTML file, written by one call, that opens offline (static SVG, no script).
 
     path = write_report(session, verdicts, kernels=kernels, serving=sweep, p99_target_ms=2.0,
-                        author="Ada", submission=mine, reference=reference_solution(), own_words=MY_REFLECTION)
+                        author="Ada", submission=mine, reference=top_rung(), own_words=MY_REFLECTION)
     print(path)     # results/reports/final-challenge-<gpu>.html on a GPU; results/local/reports/... on a CPU
 
 A hand-in: the learner's name at the top, what their run changed from the reference solution in words
@@ -10,9 +10,9 @@ without the learner's words says so where an instructor looks first.
 
 It holds, from this session's own runs: the device, versions and date; the baseline analysis (where its step's
 time went, how far it stood from the ceiling); the comparison table and MFU per rung; the monitor's records of the
-baseline and the final run overlaid; both profiler timelines; the final step's kernels on the roofline; serving
-latency against batch size; and the reflection's three prompts (the biggest bottleneck, the change that paid most,
-what to try next) answered with these numbers, for the learner to argue with. :func:`reflection` gives the same
+baseline and the ladder's top rung overlaid; both profiler timelines; the top rung's kernels on the roofline; serving
+latency against batch size; and starting points for three of the reflection's prompts (the biggest bottleneck, the
+change that paid most, what to try next) written from these numbers, for the learner to argue with. :func:`reflection` gives the same
 answers as text.
 """
 
@@ -92,7 +92,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         shares = {**kernels.shares, **kernels.unplaced}
         top, share = max(shares.items(), key=lambda kv: kv[1])
         bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "
-                      f"{tables.percent(share)}% of the final step's time ({tables.sig(kernels.step_kernel_ms)} ms; "
+                      f"{tables.percent(share)}% of the top rung's step time ({tables.sig(kernels.step_kernel_ms)} ms; "
                       "on a CPU the profile times PyTorch's ops).")
         try_next = (f"Run it on a GPU: how far each kind of work is from its roof is {bench.NOT_A_BOUND}.")
     elif kernels is not None and kernels.points:
@@ -105,7 +105,7 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
                      f"the roof there ({p.bound(ceil)}-bound)")
         # the group's own time per step, as the table beside it gives it, and its share of all kernel time
         bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "
-                      f"{tables.percent(share)}% of the final step's kernel time "
+                      f"{tables.percent(share)}% of the top rung's kernel time "
                       f"({tables.sig(kernels.step_kernel_ms)} ms){where}.")
         # What each group would save at its roof: its time now minus the least time its FLOPs and bytes allow
         step = final.step_ms
@@ -121,10 +121,10 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         if prof is not None:
             shares = prof.kind_shares()
             top = next(iter(shares))
-            bottleneck = f"{top} work takes {shares[top]:.0f}% of the final step's time (by the profile)."
+            bottleneck = f"{top} work takes {shares[top]:.0f}% of the top rung's step time (by the profile)."
         else:
-            bottleneck = "The final run was not profiled: judge it with profile=True to see where its time goes."
-        try_next = "Profile the final run and place its kernels on the roofline to see which is furthest from its roof."
+            bottleneck = f"{final.name} was not profiled: judge it with profile=True to see where its time goes."
+        try_next = "Profile it and place its kernels on the roofline to see which is furthest from its roof."
     return Reflection(bottleneck, paid, try_next)
 
 
@@ -167,8 +167,9 @@ def _hand_in(author: str, submission: Submission | None, reference: Submission |
     return [who, "<h2>What this run changed</h2>", what]
 
 
-#: What the report and the notebook say in place of "what to try next" until the learner's own answer passes.
-NEXT_HELD_BACK = ("held back until your own answer to exercise 06.2 passes its check: it is that exercise's answer. "
+#: What the report and the notebook say in place of "the biggest bottleneck" and "what to try next" until the
+#: learner's own answer to 06.2 passes.
+NEXT_HELD_BACK = ("held back until your own answer to exercise 06.2 passes its check: it answers that exercise. "
                   "Pass it, then run the report cell again.")
 
 
@@ -255,15 +256,16 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                  serving: ServingSweep | None = None, p99_target_ms: float | None = None,
                  path: str | Path | None = None, author: str = "", submission: Submission | None = None,
                  reference: Submission | None = None, own_words: str = "",
-                 own_training: tables.Table | None = None, own_code: str = "", try_next_shown: bool = True) -> Path:
+                 own_training: tables.Table | None = None, own_code: str = "", next_change_shown: bool = True) -> Path:
     """Write the report (see the module's docstring) and return its path. ``verdicts``: the baseline first, the
     final run last (each judged in this session); the file is replaced whole or not at all. ``author``: the
     learner's name; ``submission`` and ``reference``: the learner's run and the reference solution, to say what it
     changed (:func:`changes_from`); ``own_words``: the learner's reflection (blank lines part paragraphs);
     ``own_training``: the learner's own training judged to the target beside the reference solution's
     (:func:`.to_target.training_table`), and ``own_code``: the learner's training function, as written.
-    ``try_next_shown=False``: the generated "what to try next" is left out (it is the answer to an exercise the
-    learner has not passed yet), and the report says so."""
+    ``next_change_shown=False``: the generated "biggest bottleneck" and "what to try next" are left out (together
+    they answer exercise 06.2, which the learner has not passed yet: the group of kernels, how far from its roof, and
+    the MFU it would lift the run to), and the report says so."""
     if len(verdicts) < 2:
         raise ValueError("the report compares runs: give the baseline's verdict first and the final run's last.")
     base, final = verdicts[0], verdicts[-1]
@@ -306,7 +308,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
             parts.append(svg.timeline(rows, title=f"{v.name}: profiled steps, CPU and GPU on one time axis{untimed}",
                                       colors=TIMELINE_COLORS))  # the notebooks' timeline colours
     if kernels is not None:
-        parts += ["<h2>The final step's kernels on the roofline</h2>", _table(kernels.readable(ceil))]
+        parts += ["<h2>The ladder's top rung: its kernels on the roofline</h2>", _table(kernels.readable(ceil))]
         if kernels.unplaced:
             parts.append("<p class='note'>Not on the roofline (their bytes depend on what the compiler fused), share "
                          "of the step's kernel time: " + _h(", ".join(f"{k} {v:.1f}%" for k, v in
@@ -315,7 +317,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
         by_kind = kind_colors(p.kind for p in kernels.points)  # a kind in the notebooks' rooflines' colour
         parts.append(svg.roofline([(p.name, p.intensity, per * p.achieved_tflops) for p in kernels.points],
                                   roof=lambda x: per * attainable_tflops(x, ceil), ridge=ridge_intensity(ceil),
-                                  title=f"Roofline of {ceil.device_name}: the final step's kernels", y_unit=unit,
+                                  title=f"Roofline of {ceil.device_name}: the ladder's top rung's kernels", y_unit=unit,
                                   colors=[by_kind[p.kind] for p in kernels.points]))
     if serving is not None and serving.points:
         parts += ["<h2>Serving: latency against batch size</h2>", _table(serving.readable())]
@@ -334,9 +336,10 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                 for n, p in meet.items())) + ".</p>")
     parts += ["<h2>Reflection</h2>", _own_words(own_words),
               "<h3>Starting points, generated from the numbers above (argue with them)</h3><ol>",
-              f"<li><b>The biggest bottleneck.</b> {_h(r.biggest_bottleneck)}</li>",
+              "<li><b>The biggest bottleneck.</b> "
+              f"{_h(r.biggest_bottleneck if next_change_shown else NEXT_HELD_BACK)}</li>",
               f"<li><b>The change that paid most.</b> {_h(r.paid_most)}</li>",
-              f"<li><b>What to try next.</b> {_h(r.try_next if try_next_shown else NEXT_HELD_BACK)}</li></ol>",
+              f"<li><b>What to try next.</b> {_h(r.try_next if next_change_shown else NEXT_HELD_BACK)}</li></ol>",
               "<p class='note'>Every number above was measured in one session on the machine named at the top.</p>",
               "</body></html>"]
     path.parent.mkdir(parents=True, exist_ok=True)

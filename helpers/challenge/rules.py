@@ -46,15 +46,15 @@ class ChallengeSize:
     images: int
     image_size: int
     dataset_size: int
-    final_batch: int  # the ladder's batch-size rung and the reference solution
+    final_batch: int  # the ladder's batch-size rung and the rungs above it
     final_lr: float  # their learning rate
     final_lr_decay: str = "none"  # their learning rate's decay over the run (TrainConfig.lr_decay)
     why_final: str = ""  # where the batch stays the baseline's: why (the ladder leaves its batch rung out, saying so)
     warm_start_images: int = 0  # every run starts from weights trained on this many images (.start: smoke scale)
-    # the reference solution's MFU asserted at full scale on this class of machine. At batch 256 on one H100 its
+    # the ladder's top rung's MFU asserted at full scale on this class of machine. At batch 256 on one H100 its
     # runs of 06 measured 26.6% to 28.9% (eight runs, 2026-11-24): 27% failed one of them
     mfu_target_pct: float = 26.0
-    why_mfu: str = "bias, ReLU and max-pool fused in Triton, on top of every earlier change"
+    why_mfu: str = "the ladder's top rung: every change at once, the Triton fusion, the fused optimizer and conv1 padded"
     why_lr: str = ""  # why the batch-size rung takes the learning rate it takes (the notebook prints it)
     # the learner's own training (.to_target): the images it learns from, and the key of the accuracy it must reach
     # in the targets file (.accuracy.time_target)
@@ -101,7 +101,7 @@ SIZES: dict[str, ChallengeSize] = {s.name: s for s in (
                   final_batch=32, final_lr=0.01,
                   why_final="with 4,096 images a larger batch leaves too few steps to learn as much: batch 64 "
                             "reached 85.8% held-out against the baseline's 87.5% on one H100 and was refused",
-                  # under the t4 profile (one H100, 8 SMs, fp16, 2026-11-23) the reference solution at batch 32 ran
+                  # under the t4 profile (one H100, 8 SMs, fp16, 2026-11-23) the ladder's top rung at batch 32 ran
                   # at 25.8% MFU (30.6% on the whole H100 at batch 512, bf16): the convolutions reached the same
                   # share of their roof (56%), the fused backward kernel less (65% against 97%)
                   mfu_target_pct=23.0,
@@ -173,7 +173,7 @@ class Rules:
 
     @property
     def final_batch(self) -> int:
-        """The batch of the ladder's batch-size rung and of the reference solution, for this size."""
+        """The batch of the ladder's batch-size rung and the rungs above it, for this size."""
         return self.final.final_batch
 
     def describe(self) -> str:

@@ -86,15 +86,26 @@ def _die_mid_write(path: str) -> None:
 
 
 def concurrent_writes_check(*, writers: int = 4, each: int = 25, path: Path | str | None = None,
-                            on_progress: Callable[[str], None] | None = None) -> ConcurrentWrites:
+                            on_progress: Callable[[str], None] | None = None,
+                            start_method: str | None = None) -> ConcurrentWrites:
     """``writers`` processes write ``each`` entries into one file at the same moment, and one more process dies
     inside its transaction; then every row is read back and compared with what was written.
 
     ``path``: the file to test (a new temporary one by default; the real leaderboard is never touched).
+    ``start_method``: how the processes start (multiprocessing's; by default "forkserver" where the platform has
+    it, else "spawn").
     """
     if writers < 1 or each < 1:
         raise ValueError(f"concurrent_writes_check needs writers ≥ 1 and each ≥ 1 (got {writers}, {each}).")
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter per writer, as separate notebook runs are
+    # Never forked from this process (it may hold CUDA and the monitor's threads): each writer comes from a fresh
+    # interpreter, as separate notebook runs do. A fork server is one fresh interpreter that imports this module
+    # once and forks the writers from it: on two cores, five interpreters each importing PyTorch took most of the
+    # check's time (the t4 profile, one H100, 2026-11-26: 10.5 s with "spawn", 3.7 s with a fork server, of which 2 s
+    # is the start delay below; scripts/probes/judging_costs.py --writes).
+    method = start_method or ("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload([__name__])
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(path) if path is not None else Path(tmp) / "leaderboard.sqlite"
         t0 = time.perf_counter()

@@ -212,7 +212,9 @@ class Entry:
                                    f"checks are (passed, why) pairs: {_HARNESS}).")
         failed = [k for k in kind.checks if not self.checks.get(k, False)]
         if failed:
-            why = "; ".join(f"{k}: {kind.checks[k]}" if k in self.checks else f"{k}: not checked" for k in failed)
+            # the rule's name and what it asks (the check's description says what passing means, not what failed)
+            why = "; ".join(f"{k}, the rule that {kind.checks[k]}" if k in self.checks else f"{k}: not checked"
+                            for k in failed)
             raise EntryRefused(f"{who} was not ranked: the harness did not pass it ({why}). Fix the run and "
                                "judge it again; a refused run never enters the leaderboard.")
         unknown = sorted(map(str, set(self.figures) - set(kind.required) - set(kind.optional)))

@@ -144,7 +144,7 @@ def _record(path: Path) -> int:
 
     probe = json.loads(path.read_text())
     rules = Rules.at_scale("full", probe["size"])
-    ref = rules.fit(ladder.reference_solution("full", rules).config)
+    ref = rules.fit(ladder.top_rung("full", rules).config)
     want = (ref.batch_size, ref.lr, ref.lr_warmup_steps, ref.lr_decay)
     rows = [v for v in probe["variants"] if (v["batch"], v["lr"], v["lr_warmup_steps"], v["lr_decay"]) == want]
     if not rows:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         rungs = {r.name: r.submission for r in ladder(scale, rules)}
         base = judge(rungs["baseline"], session)
         runs = [base, judge(rungs["+ input pipeline"], session, baseline=base)]
-        ref = rungs["all: reference solution"]
+        ref = rungs["+ padded conv1"]
         for v in args.variants:
             batch, lr = v.split(":")
             cfg = dataclasses.replace(ref.config, batch_size=int(batch), lr=float(lr), dtype=args.dtype,

@@ -80,6 +80,11 @@ def section(name: str, walls: dict):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sections", nargs="*", default=["baseline", "rung", "suspects", "answer"])
+    ap.add_argument("--rungs", nargs="*", default=None, metavar="NAME",
+                    help="with section 'rungs': the ladder's rungs to judge, each its own section (default: every rung "
+                         "after the baseline that runs here)")
+    ap.add_argument("--writes", action="store_true", help="also time the leaderboard's concurrent-writes check, "
+                    "with each way of starting its processes")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     for m, a in WATCHED:
@@ -100,9 +105,26 @@ def main() -> int:
     with section("session", walls):
         session = Session.start(rules)
     rungs = ladder.ladder(rules=rules)
-    with section("baseline", walls):
-        baseline = ladder.climb(rungs[:1], session)[0]
-    trained["baseline"] = baseline.images_seen / baseline.img_per_s
+    baseline = None
+    if "baseline" in args.sections or "suspects" in args.sections or "rung" in args.sections:
+        with section("baseline", walls):
+            baseline = ladder.climb(rungs[:1], session)[0]
+        trained["baseline"] = baseline.images_seen / baseline.img_per_s
+    if "rungs" in args.sections:  # each judged as its own baseline: only its own costs
+        from helpers.challenge.harness import judge
+
+        for r in rungs[1:]:
+            if (args.rungs and r.name not in args.rungs) or r.left_out or (r.needs_gpu and not env.has_cuda()):
+                continue
+            with section(f"rung {r.name}", walls):
+                v = judge(r.submission, session)
+            trained[f"rung {r.name}"] = v.images_seen / v.img_per_s
+    if args.writes:
+        from helpers import leaderboard
+
+        for method in ("spawn", "forkserver"):
+            with section(f"concurrent writes ({method})", walls):
+                leaderboard.concurrent_writes_check(writers=4, each=25, start_method=method)
     if "rung" in args.sections:
         top = rungs[-1]
         with section(f"rung {top.name}", walls):
