@@ -467,7 +467,37 @@ def test_a_verdict_edited_before_its_entry_is_made_is_refused(judged, tmp_path):
     faster = dataclasses.replace(v, img_per_s=10 * v.img_per_s, speedup=10 * v.speedup, mfu_pct=10 * v.mfu_pct)
     with pytest.raises(lb.EntryRefused) as e:
         faster.entry(path=tmp_path / "lb.sqlite")
-    _refused(e, r"^'my run': its figures \(img_per_s\) no longer match the training run this verdict recorded")
+    _refused(e, r"^'my run': its img_per_s, speedup, mfu_pct no longer match what judge measured \(the verdict was "
+                r"edited after judge made it\), so it cannot be ranked")
+
+
+def test_a_verdict_edited_so_that_its_figures_agree_is_still_refused_and_never_ranked(judged, tmp_path):
+    """Edited so every figure agrees with every other (the baseline's img/s divided by 100, the speed-up and its
+    bound times 100), checks set to passed, another configuration, another verdict's or a made-up token: judge's own
+    record of the run decides, so each is refused, as an entry and as a baseline."""
+    from helpers.challenge.harness import Submission, judge
+    from helpers.challenge.rules import RuleBroken
+
+    base, (v, _) = judged
+    db = tmp_path / "lb.sqlite"
+    agree = dataclasses.replace(v, baseline_img_per_s=v.baseline_img_per_s / 100, speedup=v.speedup * 100,
+                                speedup_bound=None if v.speedup_bound is None else v.speedup_bound * 100)
+    flipped = dataclasses.replace(v, checks={k: (True, why) for k, (_, why) in v.checks.items()})
+    configured = dataclasses.replace(v, config=dataclasses.replace(v.config, batch_size=v.config.batch_size * 2))
+    forged = dataclasses.replace(v, token="0" * 32)
+    borrowed = dataclasses.replace(v, token=base.token)  # another run's record: its figures are not these
+    for edited, what in ((agree, "baseline_img_per_s"), (configured, "configuration"), (borrowed, "img_per_s")):
+        with pytest.raises(lb.EntryRefused, match=what):
+            edited.entry(path=db)
+    if not all(ok for ok, _ in v.checks.values()):
+        with pytest.raises(lb.EntryRefused, match="no longer match"):
+            flipped.entry(path=db)
+    with pytest.raises(lb.EntryRefused, match="judge made no such verdict in this process"):
+        forged.entry(path=db)
+    slow = dataclasses.replace(base, img_per_s=base.img_per_s / 100)  # every later run would look 100× faster
+    with pytest.raises(RuleBroken, match="the baseline 'baseline': its img_per_s no longer match"):
+        judge(Submission("x", v.config), None, baseline=slow)  # refused before the session is read
+    assert lb.entries(path=db).empty
 
 
 # -- the file: errors that name it and what to do; a file it cannot read is left as it is -----------------

@@ -29,6 +29,7 @@ import copy
 import dataclasses
 import math
 import random
+import secrets
 import time
 from pathlib import Path
 from typing import Callable
@@ -43,7 +44,7 @@ from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, ra
 from .accuracy import accuracy_check, heldout_accuracy
 from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
     spot_precision
-from .rules import Rules
+from .rules import RuleBroken, Rules
 from .start import start_model
 
 __all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
@@ -114,6 +115,8 @@ class Verdict:
     profile: profiling.ProfileResult | None = dataclasses.field(repr=False, default=None)
     stopped: str = ""  # where a run that did not go through stopped ("before training", ...); "" when it did
     bounded: bool = True  # the session's ceiling bounds runs (a GPU): MFU and the speed-up's bound mean something
+    # names judge's own record of this verdict (_RECORDED): what entry() ranks and a later run's baseline is read from
+    token: str = dataclasses.field(default="", repr=False, compare=False)
 
     @property
     def refused(self) -> bool:
@@ -140,19 +143,12 @@ class Verdict:
         """This run as a leaderboard entry, sealed for the file at ``path`` (``leaderboard.default_path()`` by
         default, as ``leaderboard.add``): ``print(leaderboard.add(v.entry("my fused pool")))``. ``name``: this
         verdict's by default; it is kept as given. A refused run is sealed too, and refused by ``add``, with its
-        reasons. Raises ``leaderboard.EntryRefused`` when the figures no longer match the training run recorded
-        with them (a verdict edited with ``dataclasses.replace``)."""
-        run_figures = (() if self.train is None else  # never trained: nothing to compare (and refused anyway)
-                       (("img_per_s", self.img_per_s, self.train.img_per_s),
-                        ("step_ms", self.step_ms, self.train.step_ms_median)))
-        edited = [k for k, mine, run in run_figures if not (mine == run or (math.isnan(mine) and math.isnan(run)))]
-        if edited:
-            raise leaderboard.EntryRefused(f"{self.name!r}: its figures ({', '.join(edited)}) no longer match the "
-                                           "training run this verdict recorded (it was edited after judge made it): "
-                                           "judge the run again.")
-        entry = leaderboard.Entry.of(self.name if name is None else name, self.figures(),
-                                     {k: ok for k, (ok, _) in self.checks.items()},
-                                     configuration=leaderboard.configuration_of(self.config))
+        reasons. The figures, checks and configuration ranked are judge's own record of the run, not this object's;
+        raises ``leaderboard.EntryRefused`` when the two disagree (a verdict edited with ``dataclasses.replace``) or
+        judge made no such verdict in this process."""
+        recorded = _recorded(self, what="it cannot be ranked")
+        entry = leaderboard.Entry.of(self.name if name is None else name, dict(recorded.figures),
+                                     dict(recorded.checks), configuration=recorded.configuration)
         return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
 
     def row(self) -> dict[str, object]:
@@ -210,6 +206,57 @@ class _Stop(Exception):
     """Why a run stops before training (the same_function check's reason)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _Recorded:
+    """What judge computed for one verdict, kept where the verdict object cannot change it."""
+
+    figures: tuple[tuple[str, float | None], ...]
+    checks: tuple[tuple[str, bool], ...]
+    configuration: str
+    step_ms: float
+    images_seen: int
+
+
+#: judge's record of every verdict it made in this process, by the verdict's token. A verdict edited afterwards
+#: (dataclasses.replace) still carries its token: its figures then disagree with the record, and it is refused as a
+#: baseline and as an entry. (Code running in this process could change this table too: the class judge, which runs
+#: each submission in a process of its own, is the boundary against that; see 06's threat model.)
+_RECORDED: dict[str, _Recorded] = {}
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _record(v: Verdict) -> Verdict:
+    token = secrets.token_hex(16)
+    _RECORDED[token] = _Recorded(tuple(v.figures().items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
+                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen)
+    return dataclasses.replace(v, token=token)
+
+
+def _recorded(v: Verdict, *, what: str) -> _Recorded:
+    """judge's record of ``v``; raises ``leaderboard.EntryRefused`` (saying ``what`` follows) where there is none or
+    ``v`` no longer agrees with it."""
+    rec = _RECORDED.get(v.token)
+    if rec is None:
+        raise leaderboard.EntryRefused(f"{v.name!r}: judge made no such verdict in this process, so {what}: judge the "
+                                       "run (harness.judge) and use the verdict it returns.")
+    mine = v.figures()
+    edited = [k for k, x in rec.figures if not _same(mine.get(k), x)]
+    edited += [k for k, ok in rec.checks if v.checks.get(k, (None,))[0] is not ok or len(v.checks) != len(rec.checks)]
+    edited += ["configuration"] if leaderboard.configuration_of(v.config) != rec.configuration else []
+    edited += ["step_ms"] if not _same(v.step_ms, rec.step_ms) else []
+    edited += ["images_seen"] if v.images_seen != rec.images_seen else []
+    if edited:
+        raise leaderboard.EntryRefused(
+            f"{v.name!r}: its {', '.join(dict.fromkeys(edited))} no longer match what judge measured (the verdict was "
+            f"edited after judge made it), so {what}: judge the run again.")
+    return rec
+
+
 def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None, monitor: Monitor | None = None,
           live: bool | None = False, profile: bool = False) -> Verdict:
     """Fit, check, train and judge ``sub``; return its :class:`Verdict` (refused runs too, with the reasons).
@@ -224,9 +271,20 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     not, the run is refused there and not trained. In training, one step drawn now is compared with the reference
     network (:class:`~.function_check.SpotCheck`); a difference stops the run. An exception from the submission
     ends in a refused verdict that names it. Raises :class:`RuleBroken` for a configuration the harness cannot run
-    as the rules say (a batch that does not divide the images, other data), and the explained out-of-memory error
-    for a run that does not fit the GPU.
+    as the rules say (a batch that does not divide the images, other data) or for a ``baseline`` that is not a
+    verdict judge made in this process as it made it, and the explained out-of-memory error for a run that does not
+    fit the GPU. The verdict returned is recorded (:meth:`Verdict.entry` ranks that record).
     """
+    if baseline is not None:
+        try:
+            _recorded(baseline, what="no run can be measured against it")
+        except leaderboard.EntryRefused as e:
+            raise RuleBroken(f"the baseline {e}") from None
+    return _record(_judge(sub, session, baseline=baseline, monitor=monitor, live=live, profile=profile))
+
+
+def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monitor: Monitor | None,
+           live: bool | None, profile: bool) -> Verdict:
     rules = session.rules
     cfg = rules.fit(sub.config) if sub.fit else sub.config
     rules.check_data(cfg)
