@@ -114,9 +114,10 @@ def spot_precision(precision: str, device: torch.device) -> str:
 @contextlib.contextmanager
 def _exact(device: torch.device):
     """fp32 as written: TF32 off, no autocast (the training's precision is the spot check's to compare). cuDNN's
-    autotuner off too, whatever the run set: a check's fp32 shapes are new to it, and tuning each of their
-    convolutions took longer than the check itself (13.6 of 16 s of the answer key's checks on the t4 profile,
-    scripts/probes/judging_costs.py); any algorithm computes the same function within the tolerances."""
+    autotuner off too, whatever the run set: a check's fp32 shapes are new to it, and with the autotuner on the
+    answer key's spot check took 13.6 s of its three checks' 17.2 s on the t4 profile (one H100, 2026-11-26,
+    scripts/probes/judging_costs.py; its cell then fell from 51 to 34 s); any algorithm computes the same function
+    within the tolerances."""
     tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     benchmark = torch.backends.cudnn.benchmark
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
