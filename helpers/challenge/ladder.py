@@ -63,9 +63,10 @@ _INTERPRETED = ("slow here because, with no GPU, Triton's interpreter runs the f
 
 
 def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
-    """The cumulative rungs from the classic loop to the top rung, every change at once (the top rungs' batch and learning
-    rate from ``rules``, by default this machine's: :meth:`Rules.at_scale`). Where that size keeps the baseline's
-    batch (a small GPU), the batch rung is there with the reason, and :func:`climb` says it instead of running it."""
+    """The cumulative rungs from the classic loop to the top rung, every change at once (the top rungs' batch and
+    learning rate from ``rules``, by default this machine's: :meth:`Rules.at_scale`). Where that size keeps the
+    baseline's batch (a small GPU), the batch rung is there with the reason, and :func:`climb` says it instead of
+    running it."""
     scale = scale or env.scale()
     final = (rules or Rules.at_scale(scale)).final
     base = TrainConfig.reference_baseline(scale)

@@ -12,8 +12,8 @@ It holds, from this session's own runs: the device, versions and date; the basel
 time went, how far it stood from the ceiling); the comparison table and MFU per rung; the monitor's records of the
 baseline and the ladder's top rung overlaid; both profiler timelines; the top rung's kernels on the roofline; serving
 latency against batch size; and starting points for three of the reflection's prompts (the biggest bottleneck, the
-change that paid most, what to try next) written from these numbers, for the learner to argue with. :func:`reflection` gives the same
-answers as text.
+change that paid most, what to try next) written from these numbers, for the learner to argue with.
+:func:`reflection` gives the same answers as text.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ class ChallengeSize:
     # the ladder's top rung's MFU asserted at full scale on this class of machine. At batch 256 on one H100 its
     # runs of 06 measured 26.6% to 28.9% (eight runs, 2026-11-24): 27% failed one of them
     mfu_target_pct: float = 26.0
-    why_mfu: str = "the ladder's top rung: every change at once, the Triton fusion, the fused optimizer and conv1 padded"
+    why_mfu: str = ("the ladder's top rung: every change at once, the Triton fusion, the fused optimizer and conv1 "
+                    "padded")
     why_lr: str = ""  # why the batch-size rung takes the learning rate it takes (the notebook prints it)
     # the learner's own training (.to_target): the images it learns from, and the key of the accuracy it must reach
     # in the targets file (.accuracy.time_target)

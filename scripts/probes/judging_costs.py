@@ -36,7 +36,8 @@ WATCHED = [
     ("helpers.challenge.to_target", "_challenge_set"), ("helpers.challenge.to_target", "_random_data"),
     ("helpers.challenge.to_target", "trained_reference"), ("helpers.exercises.nb06", "_trained_anyway"),
     ("helpers.exercises.nb06", "_logits_gap_pct"), ("helpers.bench", "flops_per_image"),
-    ("helpers.profiling", "profile_steps"), ("helpers.train", "_synthetic"), ("helpers.train", "Trainer.step"), ("helpers.train", "Trainer.__init__"), ("helpers.train", "Trainer.run"),
+    ("helpers.profiling", "profile_steps"), ("helpers.train", "_synthetic"), ("helpers.train", "Trainer.step"),
+    ("helpers.train", "Trainer.__init__"), ("helpers.train", "Trainer.run"),
 ]
 
 
@@ -153,9 +154,10 @@ def main() -> int:
         print(f"\n{name}: {wall:.1f} s wall, {trained.get(name, 0.0):.1f} s timed training")
         for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
             print(f"    {v:7.2f} s  {k}")
-        print("    in order: " + ", ".join(f"{c['helper'].split('.')[-1]} {c['s']:.2f}"
-                                            + (f" (measured {c['measured_wall_s']} s)" if "measured_wall_s" in c else "")
-                                            for c in CALLS.get(name, [])))
+        calls = [f"{c['helper'].split('.')[-1]} {c['s']:.2f}"
+                 + (f" (measured {c['measured_wall_s']} s)" if "measured_wall_s" in c else "")
+                 for c in CALLS.get(name, [])]
+        print("    in order: " + ", ".join(calls))
         if name == "answer":
             print(f"    rehearsal {trained['answer: rehearsal']:.2f} s (includes its compile)")
     if args.out:
