@@ -230,6 +230,22 @@ def test_a_network_honest_only_where_checked_is_caught_by_the_spot_check(session
                              "same_function: the spot check")
 
 
+def test_weights_the_reference_finds_non_finite_at_the_spot_check_are_refused_whatever_the_run_answers(
+        session, baseline, spot_at, monkeypatch):
+    """A diverged run (or a weight the training forward never reads, planted non-finite to blind the check) leaves
+    the spot check nothing to compare: the run trains to its end, and is refused by the accuracy rule with the
+    reason, whatever accuracy its own forward reports on the held-out images."""
+    from helpers.challenge import function_check
+
+    spot_at(1)
+    monkeypatch.setattr(function_check.SpotCheck, "reference_logits",
+                        lambda self, x, autocast=None: torch.full((x.shape[0], 10), math.nan))
+    v = judge(Submission("blinded", FAST), session, baseline=baseline)
+    assert v.checks["same_function"][0] and v.train is not None and not v.stopped  # trained to its end
+    ok, why = v.checks["accuracy_not_worse"]
+    assert not ok and f"at the spot check (training step 1 of {STEPS}) the weights had diverged" in why, why
+
+
 def test_the_spot_check_step_and_the_batch_seed_are_drawn_afresh_each_judging():
     draws = {harness._judging_draws(1000) for _ in range(20)}
     assert len({seed for seed, _ in draws}) == 20 and len({step for _, step in draws}) > 1

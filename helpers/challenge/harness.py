@@ -368,6 +368,13 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
                              f"it trained on {seen:,} images; every run trains on {rules.images:,}")
     if stop is not None:  # trained, then failed in the held-out evaluation
         checks["accuracy_not_worse"] = checks.pop("accuracy_not_worse")  # after images_seen, as in every verdict
+    elif spot.diverged:
+        # the reference network's own logits on the run's weights were not finite at the spot check: the run diverged
+        # (or a weight its forward never reads was made so, to blind the check); no accuracy is ranked for it,
+        # whatever its own forward answers on the held-out images
+        checks["accuracy_not_worse"] = (False, f"at the spot check (training step {spot.step} of {total_steps}) the "
+                                               "weights had diverged: the reference network's logits on them were not "
+                                               "finite; a run whose weights diverge has no accuracy to rank")
     else:
         checks["accuracy_not_worse"] = accuracy_check(accuracy, rules, baseline)
     mfu = 100 * result.img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
