@@ -246,7 +246,7 @@ def _recorded(v: Verdict, *, what: str) -> _Recorded:
                                        "run (harness.judge) and use the verdict it returns.")
     mine = v.figures()
     edited = [k for k, x in rec.figures if not _same(mine.get(k), x)]
-    edited += [k for k, ok in rec.checks if v.checks.get(k, (None,))[0] is not ok or len(v.checks) != len(rec.checks)]
+    edited += ["checks"] if {k: ok for k, (ok, _) in v.checks.items()} != dict(rec.checks) else []
     edited += ["configuration"] if leaderboard.configuration_of(v.config) != rec.configuration else []
     edited += ["step_ms"] if not _same(v.step_ms, rec.step_ms) else []
     edited += ["images_seen"] if v.images_seen != rec.images_seen else []
