@@ -311,7 +311,7 @@ def test_a_network_with_no_parameters_is_refused_for_its_missing_weights_where_i
     assert "got none" in v.reasons[0] or "could not be found in it" in v.reasons[0], v.reasons
 
 
-def test_a_crash_in_training_or_in_the_heldout_evaluation_is_a_refusal(session, baseline):
+def test_a_crash_in_training_is_a_refusal_and_one_in_the_submissions_own_evaluation_is_not_judged(session, baseline):
     class BreaksAtItsThirdCall(nn.Module):  # each copy counts its own calls: the check's copy makes two
         def __init__(self, m):
             super().__init__()
@@ -338,12 +338,12 @@ def test_a_crash_in_training_or_in_the_heldout_evaluation_is_a_refusal(session, 
                 raise MemoryError("no room")
             return self.m(x)
 
+    # the held-out evaluation runs the reference network's forward on the trained weights, not the submission's:
+    # what its own forward does on the held-out batches (64 images at once) is not judged
     v = judge(Submission("held-out", FAST, build_model=BigBatchesBreak), session, baseline=baseline)
-    assert v.stopped == "in the held-out evaluation" and v.train is not None and v.images_seen == TINY.images
-    assert list(v.checks) == ["same_function", "images_seen", "accuracy_not_worse"]
-    assert v.reasons == ["accuracy_not_worse: the held-out evaluation raised MemoryError: no room: the trained network "
-                         "must label held-out images in evaluation mode"]
-    assert math.isnan(v.accuracy) and v.img_per_s > 0
+    assert not v.stopped and v.train is not None and v.images_seen == TINY.images
+    assert list(v.checks) == ["same_function", "images_seen", "accuracy_not_worse"] and not v.refused, v.reasons
+    assert v.accuracy > 0 and v.img_per_s > 0
 
 
 def test_a_verdict_that_never_trained_reads_as_one_everywhere(session, baseline, tmp_path):

@@ -23,7 +23,8 @@ from .. import data as _data
 from .. import env
 
 __all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin", "runs_channels_last",
-           "AccuracyTarget", "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check"]
+           "AccuracyTarget", "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check",
+           "trained_reference"]
 
 #: Images in the held-out set at each scale (its accuracy's standard error is about 0.5 points at full scale).
 HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
@@ -42,6 +43,21 @@ def runs_channels_last(model: nn.Module) -> bool:
     A network without parameters was not."""
     w = next(iter(model.parameters()), None)
     return w is not None and w.dim() == 4 and w.is_contiguous(memory_format=torch.channels_last)
+
+
+def trained_reference(model: nn.Module, mapping, image_size: int) -> nn.Module:
+    """A fresh reference network holding ``model``'s weights of now (fp32 copies, read through ``mapping``, the
+    (reference name, submission name, slice) triples :func:`.function_check.map_parameters` found), on ``model``'s
+    device: what the harness judges with, whatever ``model``'s own forward does."""
+    from ..models import ReferenceCNN
+
+    params = dict(model.named_parameters())
+    first = next(iter(params.values()))
+    ref = ReferenceCNN(image_size).to(first.device)
+    with torch.no_grad():
+        for ref_name, sub_name, sl in mapping:
+            ref.get_parameter(ref_name).copy_(params[sub_name].detach()[sl].float())
+    return ref
 
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,

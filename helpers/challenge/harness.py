@@ -41,7 +41,7 @@ from .. import bench, env, leaderboard, profiling, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
-from .accuracy import accuracy_check, heldout_accuracy
+from .accuracy import accuracy_check, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
     spot_precision
 from .rules import RuleBroken, Rules
@@ -143,12 +143,18 @@ class Verdict:
         """This run as a leaderboard entry, sealed for the file at ``path`` (``leaderboard.default_path()`` by
         default, as ``leaderboard.add``): ``print(leaderboard.add(v.entry("my fused pool")))``. ``name``: this
         verdict's by default; it is kept as given. A refused run is sealed too, and refused by ``add``, with its
-        reasons. The figures, checks and configuration ranked are judge's own record of the run, not this object's;
+        reasons. The checks and configuration ranked are judge's own record of the run, not this object's, and every
+        figure judge derives (img/s, speed-up, MFU, its bound, the baseline's img/s) is derived again here from the
+        raw measurements judge recorded (images, seconds, the ceiling, the baseline's images and seconds);
         raises ``leaderboard.EntryRefused`` when the two disagree (a verdict edited with ``dataclasses.replace``) or
         judge made no such verdict in this process."""
         recorded = _recorded(self, what="it cannot be ranked")
-        entry = leaderboard.Entry.of(self.name if name is None else name, dict(recorded.figures),
-                                     dict(recorded.checks), configuration=recorded.configuration)
+        try:
+            figures = _rederived(recorded)
+        except leaderboard.EntryRefused as e:
+            raise leaderboard.EntryRefused(f"{self.name!r}: {e}") from None
+        entry = leaderboard.Entry.of(self.name if name is None else name, figures, dict(recorded.checks),
+                                     configuration=recorded.configuration)
         return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
 
     def row(self) -> dict[str, object]:
@@ -207,6 +213,33 @@ class _Stop(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class _Raw:
+    """The measurements a verdict's ranked figures are derived from: the measured steps' images and seconds, the
+    session's matmul ceiling and the reference network's FLOPs per image, and the same of the baseline."""
+
+    images: int
+    seconds: float
+    matmul_tflops: float
+    flops_per_image: float
+    bounds: bool
+    baseline: "_Raw | None" = None
+
+    @property
+    def img_per_s(self) -> float:
+        return self.images / self.seconds if self.seconds > 0 else math.nan
+
+    def figures(self) -> dict[str, float | None]:
+        """img/s, speed-up, MFU, the speed-up's bound and the baseline's img/s, derived here (the leaderboard's
+        ``Verdict.figures`` names) from the raw measurements alone."""
+        img = self.img_per_s
+        base = self.baseline.img_per_s if self.baseline is not None else img
+        ceiling = self.matmul_tflops * 1e12 / self.flops_per_image
+        return {"img_per_s": img, "speedup": img / base if self.baseline is not None else 1.0,
+                "mfu_pct": 100 * img / ceiling, "speedup_bound": ceiling / base if self.bounds else None,
+                "baseline_img_per_s": base}
+
+
+@dataclasses.dataclass(frozen=True)
 class _Recorded:
     """What judge computed for one verdict, kept where the verdict object cannot change it."""
 
@@ -215,6 +248,7 @@ class _Recorded:
     configuration: str
     step_ms: float
     images_seen: int
+    raw: _Raw | None = None  # None: a run that stopped before its figures were measured
 
 
 #: judge's record of every verdict it made in this process, by the verdict's token. A verdict edited afterwards
@@ -230,11 +264,41 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def _record(v: Verdict) -> Verdict:
+def _raw(v: Verdict, session: Session, baseline: Verdict | None) -> _Raw | None:
+    """The raw measurements of a run that trained: its measured steps' images and seconds (the trainer's records),
+    the session's ceiling, and the baseline's own raw measurements (judge's record of it, not the object given)."""
+    if v.train is None or v.stopped:
+        return None
+    base = _RECORDED[baseline.token].raw if baseline is not None else None
+    return _Raw(sum(r.images for r in v.train.records), v.train.wall_s, session.ceilings.matmul_tflops,
+                session.flops_per_image, session.ceilings.bounds, base)
+
+
+def _record(v: Verdict, raw: _Raw | None) -> Verdict:
     token = secrets.token_hex(16)
     _RECORDED[token] = _Recorded(tuple(v.figures().items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
-                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen)
+                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen, raw)
     return dataclasses.replace(v, token=token)
+
+
+def _rederived(rec: _Recorded) -> dict[str, float | None]:
+    """The figures to rank: each one judge derives from raw measurements (img/s, speed-up, MFU, bound, the
+    baseline's img/s) derived again from them now; the rest as judge recorded them."""
+    figures = dict(rec.figures)
+    if rec.raw is None:
+        return figures
+    derived = rec.raw.figures()
+    off = [k for k, x in derived.items() if not _close(figures.get(k), x)]
+    if off:  # judge derived them from these very measurements: a disagreement means the record itself was changed
+        raise leaderboard.EntryRefused(f"its {', '.join(off)} do not follow from the images, seconds and ceiling "
+                                       "judge measured, so it cannot be ranked: judge the run again.")
+    return {**figures, **derived}
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9) or (math.isnan(a) and math.isnan(b))
 
 
 def _recorded(v: Verdict, *, what: str) -> _Recorded:
@@ -280,7 +344,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
             _recorded(baseline, what="no run can be measured against it")
         except leaderboard.EntryRefused as e:
             raise RuleBroken(f"the baseline {e}") from None
-    return _record(_judge(sub, session, baseline=baseline, monitor=monitor, live=live, profile=profile))
+    v = _judge(sub, session, baseline=baseline, monitor=monitor, live=live, profile=profile)
+    return _record(v, _raw(v, session, baseline))
 
 
 def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monitor: Monitor | None,
@@ -330,8 +395,10 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
         trained = trainer.images_trained  # before the profiled steps below: they are not the run's images
         with mon.phase(f"{sub.name}: held-out"):
-            accuracy = heldout_accuracy(trainer.model, image_size=rules.image_size, precision=trainer.precision,
-                                        n=rules.heldout)
+            # the reference network's own forward on the trained weights (read back through the check's mapping),
+            # in the run's precision: whatever the submission's forward does in evaluation mode is not what is judged
+            accuracy = heldout_accuracy(trained_reference(trainer.model, check.mapping, rules.image_size),
+                                        image_size=rules.image_size, precision=trainer.precision, n=rules.heldout)
         if profile:
             with mon.phase(f"{sub.name}: profiled (after judging)"):
                 prof = profiling.profile_steps(lambda: trainer.step(measure=False), wait=0, warmup=1, active=3)

@@ -55,7 +55,7 @@ from .. import data as _data
 from .. import env, leaderboard, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
-from .accuracy import AccuracyTarget, heldout_accuracy
+from .accuracy import AccuracyTarget, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line
 from .harness import Session
 from .start import start_model
@@ -177,18 +177,6 @@ def unwrap(model: nn.Module) -> nn.Module:
     while hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module) and seen < 8:
         model, seen = model._orig_mod, seen + 1
     return model
-
-
-def trained_reference(model: nn.Module, mapping: Mapping, image_size: int) -> nn.Module:
-    """A fresh reference network holding ``model``'s weights of now (fp32 copies, read through ``mapping``), on
-    ``model``'s device: what the harness judges with, whatever ``model``'s own forward does."""
-    params = dict(model.named_parameters())
-    first = next(iter(params.values()))
-    ref = ReferenceCNN(image_size).to(first.device)
-    with torch.no_grad():
-        for ref_name, sub_name, sl in mapping:
-            ref.get_parameter(ref_name).copy_(params[sub_name].detach()[sl].float())
-    return ref
 
 
 #: PyTorch's default for the algorithms cuDNN's autotuner tries, put back before each run (a function may change it).
