@@ -21,9 +21,10 @@ The harness, in order:
    compiler, cuDNN's autotuner and CUDA graphs do their one-off work here, outside the clock, as the field's speed
    records warm up before they time;
 3. **times** one call from the start weights on the real training set: a synchronised clock started just before
-   the call and read after it returns, less the moments the harness spends on its spot check (at a point of the
-   first epoch drawn now, it checks the network being trained still computes the reference's function on its
-   weights of that moment);
+   the call and read once it has returned with all its work done (threads or processes it started and left running
+   are waited for a moment, on the clock, and refused if they still run). At a point of the run drawn now, the
+   harness copies the network being trained (on the clock: a copy of the weights, a few milliseconds) and, after the
+   clock stops, checks that copy still computes the reference's function: nothing is subtracted from the time;
 4. takes the network returned, checks it is the one it handed out and still computes the reference's function, and
    **judges it itself**: the reference network's own forward on the trained weights, on held-out images that never
    pass through the function. The run reaches the target when that accuracy is at least the target (the classic
@@ -42,10 +43,12 @@ import dataclasses
 import functools
 import io
 import math
+import os
 import random
+import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
@@ -61,10 +64,21 @@ from .harness import Session
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
 
-__all__ = ["TrainFn", "TrainingVerdict", "judge_training", "training_table", "unwrap", "trained_reference",
+__all__ = ["TrainFn", "Gate", "TrainingVerdict", "judge_training", "training_table", "unwrap", "trained_reference",
            "REHEARSAL_BATCHES"]
 
 TrainFn = Callable[[nn.Module, TrainingData, torch.device], nn.Module]
+
+
+class Gate(Protocol):
+    """A judge outside this process (:mod:`.class_children`): ``ready()`` is called just before the timed call and
+    returns when the judge has started its clock; ``done(model, mapping)`` after the call returned with its work done,
+    and hands the judge the trained weights (the reference's parameters, read through ``mapping``): the judge's clock
+    stops when it holds them."""
+
+    def ready(self) -> None: ...
+
+    def done(self, model: nn.Module, mapping: Mapping) -> None: ...
 #: Batches the rehearsal hands out before it stops the function: enough for compile's first graphs, a recompile
 #: after the first step, and CUDA graphs' warm-up and recording.
 REHEARSAL_BATCHES = 8
@@ -79,7 +93,7 @@ class TrainingVerdict:
     checks: dict[str, tuple[bool, str]]
     accuracy: float  # held-out, the reference forward on the trained weights
     target: float  # the accuracy the run had to reach
-    train_s: float  # the timed call, the spot check's pauses left out
+    train_s: float  # the timed call, the spot check's copy of the network included
     images: int  # handed out during the timed call
     img_per_s: float
     mfu_pct: float
@@ -163,10 +177,8 @@ class TrainingVerdict:
 
 def _within_record(train_s: float, timed: dict, step_times: list[float]) -> bool:
     """Can the timed call have taken ``train_s``, as the monitor recorded it? No longer than its phase, and no shorter
-    than its first to its last batch less the longest gap between two batches (the spot check pauses the clock
-    inside one such gap)."""
-    gaps = [b - a for a, b in zip(step_times, step_times[1:])]
-    floor = step_times[-1] - step_times[0] - max(gaps) if gaps else 0.0
+    than its first to its last batch (nothing inside the call is left off the clock)."""
+    floor = step_times[-1] - step_times[0] if step_times else 0.0
     slack = 1e-3 + 1e-6 * train_s  # the clock's syncs and rounding
     return floor - slack <= train_s <= timed["end_s"] - timed["start_s"] + slack
 
@@ -184,33 +196,58 @@ _CUDNN_BENCHMARK_LIMIT = torch.backends.cudnn.benchmark_limit
 
 
 class _Clock:
-    """Wall time of the timed call, synchronised at both ends, less the pauses the harness takes inside it."""
+    """Wall time of the timed call, synchronised at both ends (every stream of the device has finished)."""
 
     def __init__(self, device: torch.device) -> None:
-        self.device, self.paused_s, self._t0 = device, 0.0, 0.0
+        self.device, self._t0 = device, 0.0
 
-    def _sync(self) -> None:
+    def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def start(self) -> None:
-        self._sync()
+        self.sync()
         self._t0 = time.perf_counter()
 
     def stop(self) -> float:
-        self._sync()
-        return time.perf_counter() - self._t0 - self.paused_s
+        self.sync()
+        return time.perf_counter() - self._t0
 
-    @contextlib.contextmanager
-    def pause(self):
-        """Time inside this block is not the run's (the harness's own checks)."""
-        self._sync()
-        t = time.perf_counter()
+
+#: Seconds the clock keeps running, after the call returns, for threads and processes it started to end (a loader's
+#: pin-memory thread or workers end a moment after their iterator is freed); any still running then is refused.
+LEFT_RUNNING_GRACE_S = 2.0
+
+
+def _children() -> set[int]:
+    """The processes this one started and that still run (zombies left out), read from /proc (empty elsewhere)."""
+    me, found = os.getpid(), set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            yield
-        finally:
-            self._sync()
-            self.paused_s += time.perf_counter() - t
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _left_running(threads_before: set[int], children_before: set[int], grace_s: float) -> list[str]:
+    """Threads and child processes started since ``*_before`` that still run ``grace_s`` seconds from now, each
+    waited for meanwhile: what a training function left running after it returned (empty: nothing)."""
+    deadline = time.monotonic() + grace_s
+    new = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+    for t in new:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    procs = _children() - children_before
+    while procs and time.monotonic() < deadline:
+        time.sleep(0.02)
+        for pid in list(procs):
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)  # reaps a child that ended (a process of ours that is not: an error)
+        procs = _children() - children_before
+    left = [f"thread {t.name!r}" for t in new if t.is_alive()]
+    return left + [f"process {pid}" for pid in sorted(procs)]
 
 
 def _random_data(n: int, image_size: int, hand_out: HandOut) -> TrainingData:
@@ -232,11 +269,13 @@ def _stopped(name, checks, target, where, record=None, rehearsal_s=0.0, bounded=
 
 def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, name: str = "my run",
                    build_model: Callable[[nn.Module], nn.Module] | None = None, live: bool | None = False,
-                   rehearsal_batches: int = REHEARSAL_BATCHES, rerun_seed: int | None = None) -> TrainingVerdict:
+                   rehearsal_batches: int = REHEARSAL_BATCHES, rerun_seed: int | None = None,
+                   gate: "Gate | None" = None) -> TrainingVerdict:
     """Rehearse, time and judge the training function ``train`` (see the module's docstring); the verdict says
     whether it reached ``target`` (:func:`.accuracy.time_target`) and in how long. Whatever the function raises
     ends in a refused verdict that names it. ``rerun_seed``: start from other weights and random state (to measure
-    run-to-run variation; a judged run always starts from the rules' own)."""
+    run-to-run variation; a judged run always starts from the rules' own). ``gate``: a judge in another process
+    (the class judge) that starts and stops its own clock around the timed call (:class:`Gate`)."""
     rules = session.rules
     device = env.device()
     bounded = session.ceilings.bounds
@@ -289,33 +328,45 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     # -- the timed run --------------------------------------------------------------------------------------
     images, labels = _challenge_set(rules)
     clock = _Clock(device)
-    # images handed out before the spot check: within the images the ladder's runs train on (a run that reaches the
-    # target trains on about as many or more), drawn now
-    spot_at = int(min(len(labels), rules.images) * random.SystemRandom().uniform(0.1, 0.9))
+    # where the spot check copies the network: between a tenth and nine tenths of the images the ladder's runs train
+    # on (a run that reaches the target trains on about as many or more), drawn batch by batch as they are handed out
+    window = min(len(labels), rules.images)
+    spot_window = (int(0.1 * window), int(0.9 * window))
+    spot_at = spot_window[1]  # the copy is made by then at the latest
     spot: dict[str, object] = {}
     mon = Monitor(period_s=0.1, live=live)
     mon.title = f"{mon.title}: {name if len(name) <= 48 else name[:47] + '…'}"
 
     def on_batch(n: int) -> None:
         mon.step(images=n)
-        if not spot and hand_out.images >= spot_at:
-            # marked on the monitor's chart: the dip in throughput there is the harness's check, off the clock
-            with clock.pause(), mon.phase(f"{name}: spot check (clock paused)"):
-                spot["check"] = check_function(model, trained_reference(model, check.mapping, rules.image_size),
-                                               image_size=rules.image_size, batch=batch, seed=fresh_seed(),
-                                               heldout=rules.heldout)
-                spot["at"] = hand_out.images
+        if not spot and _spot_now(hand_out.images - n, hand_out.images, spot_window):
+            # a copy of the network as it is now, on the clock (a few milliseconds: its weights), checked after the
+            # clock stops; nothing the run does while the harness checks can leave the clock, for nothing is paused
+            spot["at"] = hand_out.images
+            clock.sync()  # the weights of now: every step handed out so far has finished
+            try:
+                spot["copy"] = copy.deepcopy(model)
+            except Exception as e:  # noqa: BLE001 - a network the harness cannot copy cannot be checked
+                spot["copy"] = e
 
     hand_out = HandOut(on_batch=on_batch)
     data = TrainingData(images, labels, image_size=rules.image_size, hand_out=hand_out)
     torch.manual_seed(seed)  # the same random state for every run (a learner's picked seed is its own)
-    returned = None
+    returned, left = None, []
     mon.start()
+    threads_before, children_before = {t.ident for t in threading.enumerate()}, _children()  # the monitor's too
     try:
+        if gate is not None:
+            gate.ready()  # the judge's own clock starts when it answers
         with mon.phase(f"{name}: timed"):
             clock.start()
             try:
                 returned = train(model, data, device)
+                clock.sync()
+                # the call's work is done when it returns: what it left running is waited for, on the clock
+                left = _left_running(threads_before, children_before, LEFT_RUNNING_GRACE_S)
+                if gate is not None:
+                    gate.done(model, check.mapping)  # the judge's clock stops when it holds the trained weights
             finally:
                 train_s = clock.stop()
     except RehearsalOver as e:  # cannot happen outside a rehearsal; kept apart for a clear message if it does
@@ -332,6 +383,10 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     record = mon.snapshot()
     if returned is None and not checks.get("images_seen"):
         checks["images_seen"] = (False, "the function returned None: return the network you were given, trained")
+    if left and not checks.get("images_seen"):
+        checks["images_seen"] = (False, f"it returned with work still running ({_few(left)}, {LEFT_RUNNING_GRACE_S:g} "
+                                        "s after it returned): a run's work must be done when it returns, for the "
+                                        "clock stops then; join its threads and end its processes before returning")
     if "images_seen" in checks:
         return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
                         bounded=bounded)
@@ -361,9 +416,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
                                           f"({one_line(e)}): train the network you were given, as it was built")
         return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
                         bounded=bounded)
-    spot_check = spot.get("check")
+    spot_check = _spot_check(spot.get("copy"), check.mapping, rules, batch)
     if spot_check is None and hand_out.images >= spot_at:
-        checks["same_function"] = (False, f"the spot check was due after {spot_at:,} images and did not run")
+        checks["same_function"] = (False, f"the spot check was due by {spot_at:,} images and did not run")
     elif spot_check is not None and not getattr(spot_check, "ok", False):
         checks["same_function"] = (False, f"at the spot check after {spot.get('at', spot_at):,} images: "
                                           f"{getattr(spot_check, 'why', 'it did not run')}")
@@ -392,6 +447,40 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         nvml_util_pct=steady.mean_util_pct if on_gpu else None,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
+
+
+def _spot_now(before: int, after: int, window: tuple[int, int]) -> bool:
+    """Is the batch that took the images handed out from ``before`` to ``after`` the one the spot check copies the
+    network at? Drawn as the batch is handed out (nothing decided in advance can be read by the run), so that each
+    image of ``window`` (first, last) is as likely as any other to be where the copy is made, and it is made by the
+    window's end."""
+    lo, hi = window
+    if after <= lo:
+        return False
+    start = max(before, lo)
+    if after >= hi or hi <= start:
+        return True
+    return random.SystemRandom().random() < (after - start) / (hi - start)
+
+
+def _spot_check(copied, mapping, rules, batch: int):
+    """The spot check of the network copied during the run (None: no copy was made), after the clock stopped."""
+    from .function_check import FunctionCheck
+
+    if copied is None:
+        return None
+    if isinstance(copied, BaseException):
+        return FunctionCheck(False, f"the harness could not copy the network to check it ({one_line(copied)})")
+    try:
+        reference = trained_reference(copied, mapping, rules.image_size)
+    except Exception as e:  # noqa: BLE001 - a parameter the function removed or replaced
+        return FunctionCheck(False, f"it no longer held the reference's parameters ({one_line(e)})")
+    return check_function(copied, reference, image_size=rules.image_size, batch=batch, seed=fresh_seed(),
+                          heldout=rules.heldout)
+
+
+def _few(items: list[str], n: int = 3) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 def _challenge_set(rules) -> tuple[np.ndarray, np.ndarray]:

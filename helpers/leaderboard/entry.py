@@ -84,7 +84,8 @@ TO_TARGET = Kind(
     "to_target", "training to the accuracy target, quickest first (seconds)",
     required={
         "time_to_target_s": (0.0, math.inf, "seconds the timed training took, for a run that reached the target"),
-        "train_s": (0.0, math.inf, "seconds of the timed training call, the harness's own pauses left out"),
+        "train_s": (0.0, math.inf, "seconds of the timed training call, from its start until it returned with all "
+                                    "its work done"),
         "images": (0.0, math.inf, "training images the harness handed out during the timed call"),
         "img_per_s": (0.0, math.inf, "images handed out per second of the timed call"),
         "accuracy": (0.0, 1.0, "held-out accuracy of the trained weights, a fraction"),
@@ -100,7 +101,8 @@ TO_TARGET = Kind(
     },
     checks={
         "same_function": "the network computes the reference's function before, during and after training",
-        "images_seen": "it trained on images the harness handed out, and returned the network it was given",
+        "images_seen": "it trained on images the harness handed out, returned the network it was given, and left "
+                       "nothing running",
         "accuracy_target": "its held-out accuracy reached the target",
     },
     score="time_to_target_s", higher_is_better=False,
