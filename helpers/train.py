@@ -33,7 +33,7 @@ from .loaders import LoaderSpec, make_loader
 from .models import ReferenceCNN, feature_size
 
 __all__ = ["scheduled_lr", "DTYPES", "DATA_SOURCES", "COMPILE_MODES", "COMPILE_BACKENDS", "step_only_trainer", "explain_out_of_memory", "raise_freed", "TrainConfig", "StepRecord", "TrainResult", "Trainer", "train",
-           "compute_only_img_per_s"]
+           "compute_only_img_per_s", "SpotBatch", "SpotStep"]
 
 DTYPES = ("fp32", "bf16", "fp16")
 DATA_SOURCES = ("memory", "jpeg", "gpu")
@@ -277,6 +277,30 @@ class _StepEvents:
         return cls(*(torch.cuda.Event(enable_timing=True) for _ in range(5)))
 
 
+@dataclasses.dataclass(frozen=True)
+class SpotBatch:
+    """One micro-batch of a spot-checked step: its inputs and labels as the forward got them, and the logits the
+    forward computed (a copy: under CUDA graphs the graph's output is overwritten by the next replay)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    logits: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
+class SpotStep:
+    """What the spot check of one training step sees, after its forward and backward and before its optimizer step
+    (the weights are still the ones that computed it; each parameter's ``.grad`` holds the step's gradients).
+
+        def spot_check(s: SpotStep): print(s.index, [b.x.shape[0] for b in s.micro_batches], s.grad_scale)
+    """
+
+    index: int  # the step, counted from 0, warm-up included
+    micro_batches: tuple[SpotBatch, ...]
+    grad_accum: int  # each micro-batch's loss was divided by this before its backward: the grads are their sum
+    grad_scale: float | None  # the GradScaler's scale the gradients carry (fp16); None: they carry none
+
+
 @functools.lru_cache(maxsize=4)
 def _synthetic(n: int, seed: int):
     # Cached: notebooks build many loaders over one data set.
@@ -294,16 +318,23 @@ class Trainer:
 
     ``Trainer(cfg).run()`` is :func:`train`. ``trainer.step()`` runs one step.
 
-    ``spot_check(step, x, logits)``: called at each step whose index (counted from 0, warm-up included) is in
-    ``spot_steps``, once per micro-batch, with its inputs and the logits its forward computed (a copy: under CUDA
-    graphs the graph's output is overwritten by the next replay), after the backward and before the optimizer step,
-    so the weights are still the ones that computed them (the final challenge's spot check). Its time is left out
-    of the step's and the run's; at other steps nothing runs.
+    ``spot_check(SpotStep)``: called with a step's micro-batches (inputs, labels, the logits its forward computed)
+    after the step's backward and before its optimizer step, so the weights are still the ones that computed them
+    and each ``.grad`` holds the step's gradients (the final challenge's spot check). Which steps: those in
+    ``spot_steps`` (a set fixed before the run: probes), or those ``spot_draw(step)`` says yes to, asked only once
+    the step's forward and backward have run, so that nothing the forward can read says whether its step will be
+    checked (the final challenge: ``spot_draw=spot.draw``). The check's time is left out of the step's and the
+    run's.
+
+        Trainer(cfg, spot_check=print, spot_steps={3})              # step 3's SpotStep, printed
     """
 
     def __init__(self, cfg: TrainConfig, *, device: torch.device | str | None = None, model: nn.Module | None = None,
-                 spot_check: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
-                 spot_steps: Container[int] = ()):
+                 spot_check: Callable[[SpotStep], None] | None = None, spot_steps: Container[int] = (),
+                 spot_draw: Callable[[int], bool] | None = None):
+        if spot_draw is not None and spot_steps:
+            raise ValueError("Trainer: give spot_steps (fixed before the run) or spot_draw (asked after each step), "
+                             "not both")
         self.cfg = cfg
         self.device = torch.device(device) if device is not None else env.device()
         self.cuda = self.device.type == "cuda"
@@ -335,7 +366,7 @@ class Trainer:
         self._seen = 0
         self.images_trained = 0  # every step's images, warm-up included (the final challenge's rule counts them)
         self.steps_done = 0  # every step, warm-up included: the index the spot check is called with
-        self._spot_check, self._spot_steps = spot_check, spot_steps
+        self._spot_check, self._spot_steps, self._spot_draw = spot_check, spot_steps, spot_draw
         self.spot_check_s = 0.0  # host time the spot check took (left out of the steps' times and the run's)
 
     # -- data ---------------------------------------------------------------------------------
@@ -374,7 +405,9 @@ class Trainer:
         data_s = copy_s = compute_s = 0.0
         ev = _StepEvents.new() if (cuda and measure) else None
         images = 0
-        spot = [] if self._spot_check is not None and self.steps_done in self._spot_steps else None
+        # with spot_draw, every step keeps its micro-batches: whether this one is checked is drawn after it ran
+        keep = self._spot_check is not None and (self._spot_draw is not None or self.steps_done in self._spot_steps)
+        spot: list[SpotBatch] | None = [] if keep else None
         self.optimizer.zero_grad(set_to_none=True)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -402,8 +435,8 @@ class Trainer:
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 logits = self.forward(x)
                 loss = self.loss_fn(logits, y) / cfg.grad_accum
-            if spot is not None:
-                spot.append((x, logits.detach().clone()))  # cloned: a CUDA graph's output is overwritten by its replay
+            if spot is not None:  # cloned: a CUDA graph's output is overwritten by its next replay (B×10 numbers)
+                spot.append(SpotBatch(x, y, logits.detach().clone()))
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
             else:
@@ -415,6 +448,8 @@ class Trainer:
             data_s, copy_s, compute_s = data_s + (t1 - t0), copy_s + (t2 - t1), compute_s + (t3 - t2)
             images += x.shape[0]
         t4 = time.perf_counter()
+        if spot is not None and self._spot_draw is not None and not self._spot_draw(self.steps_done):
+            spot = None  # drawn now, after the step's forward and backward: not this one
         spot_s = self._run_spot_check(spot) if spot is not None else 0.0
         if cfg.scheduled:
             lr = cfg.lr_at(self.steps_done)
@@ -453,13 +488,14 @@ class Trainer:
                 self._events.append(ev)
         return rec
 
-    def _run_spot_check(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
-        """Call the spot check on each micro-batch; return the host time it took, to be left out of the step's and
-        the run's."""
+    def _run_spot_check(self, micro_batches: list[SpotBatch]) -> float:
+        """Call the spot check on this step's micro-batches; return the host time it took, to be left out of the
+        step's and the run's."""
         self._sync()  # note: a CPU-GPU sync point, at one step of a run: the check's time starts after the step's work
         start = time.perf_counter()
-        for x, logits in micro_batches:
-            self._spot_check(self.steps_done, x, logits)
+        # the scale this step's loss was multiplied by (scaler.update() after the optimizer step changes it)
+        scale = self.scaler.get_scale() if self.scaler is not None else None
+        self._spot_check(SpotStep(self.steps_done, tuple(micro_batches), self.cfg.grad_accum, scale))
         self._sync()
         spent = time.perf_counter() - start
         self.spot_check_s += spent

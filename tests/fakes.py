@@ -22,6 +22,18 @@ def tiny_session(rules, *, matmul_tflops: float = 0.1):
     return Session(rules, ceil, bench.flops_per_image(models.ReferenceCNN(rules.image_size), rules.image_size), "cpu")
 
 
+class DrawsStep:
+    """A random source that makes :meth:`SpotCheck.draw` pick step ``step`` of a run (the harness draws it with the
+    operating system's): its ``randrange(n)`` answers 0, "check this one", at that step's draw only."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.calls = step, 0
+
+    def randrange(self, n: int) -> int:
+        hit, self.calls = self.calls == self.step, self.calls + 1
+        return 0 if hit else n - 1
+
+
 def next_change_case():
     """A final step on an 800 TFLOP/s, 3 TB/s roofline, as ``(kernels, final, ceil)``: the convolutions at 89% of
     their (memory) roof save 1.67 ms of a 25 ms step at their roof; the fully connected layers, at 50% of theirs, only

@@ -42,7 +42,7 @@ from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
 from .accuracy import accuracy_check, heldout_accuracy, trained_reference
-from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, fresh_seed, one_line, \
+from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, one_line, \
     spot_precision
 from .rules import RuleBroken, Rules
 from .start import start_model
@@ -184,10 +184,12 @@ class Verdict:
         return f"{head}\n  {verdict}"
 
 
-def _judging_draws(steps: int) -> tuple[int, int]:
-    """What no submission can know in advance, drawn afresh each time a run is judged: the seed of the batches
-    the function is checked on, and the training step the spot check compares (of ``steps``, warm-up included)."""
-    return fresh_seed(), random.SystemRandom().randrange(steps)
+def _judging_draws() -> random.Random:
+    """What no submission can know in advance: the randomness the spot check draws its step with, the operating
+    system's, used only once each training step's forward and backward have run (:meth:`.SpotCheck.draw`). The seed
+    of the batches the function is checked on is drawn by :func:`.check_function` itself, after the network is
+    built: nothing a submission's code runs before then can read it."""
+    return random.SystemRandom()
 
 
 def _build(sub: Submission, reference: nn.Module, device: torch.device) -> nn.Module:
@@ -356,7 +358,6 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
     t_start = time.perf_counter()
     checks: dict[str, tuple[bool, str]] = {}
     total_steps = cfg.warmup_steps + cfg.steps
-    seed, spot_step = _judging_draws(total_steps)
     reference = start_model(rules)  # the weights every run starts from (a warm start at smoke scale)
     device = env.device()
     # Every run starts from the same compiler state, as in a fresh process: no graphs, CUDA graph pools or
@@ -369,7 +370,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         return _stopped(sub.name, cfg, checks, session, baseline, t_start, "before training")
     reference = reference.to(device)
     check = check_function(model, reference, image_size=rules.image_size, batch=min(cfg.batch_size, MAX_CHECK_BATCH),
-                           seed=seed, channels_last=cfg.channels_last, heldout=rules.heldout)
+                           channels_last=cfg.channels_last, heldout=rules.heldout)
     del reference
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the check's copies and activations
@@ -378,7 +379,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         return _stopped(sub.name, cfg, checks, session, baseline, t_start, "before training")
     precision = env.resolve_dtype(cfg.dtype, device)
     spot = SpotCheck(model, check.mapping, image_size=rules.image_size, precision=spot_precision(precision, device),
-                     step=spot_step, steps=total_steps)
+                     steps=total_steps, rng=_judging_draws())
     own = monitor is None
     mon = Monitor(period_s=0.1, live=live) if own else monitor
     if own:  # named by the run it watches ("GPU monitor: my run"), not only by what it samples
@@ -390,7 +391,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
     accuracy, prof = math.nan, None
     try:
         with mon.phase(f"{sub.name}: set-up"):
-            trainer = Trainer(cfg, model=model, spot_check=spot, spot_steps={spot_step})
+            trainer = Trainer(cfg, model=model, spot_check=spot, spot_draw=spot.draw)  # drawn after each step ran
         # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
         result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
         trained = trainer.images_trained  # before the profiled steps below: they are not the run's images
@@ -406,7 +407,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         failed = explain_out_of_memory(cfg, e)
     except SpotCheckFailed as e:
         checks["same_function"] = (False, str(e))
-        stop = f"in training, at step {spot_step} of {total_steps}"
+        stop = f"in training, at step {spot.step} of {total_steps}"
     except Exception as e:  # noqa: BLE001 - the submission's failure is a refusal, with the exception
         if result is None:
             done = trainer.steps_done if trainer is not None else 0
