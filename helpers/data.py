@@ -158,13 +158,16 @@ def synthetic_images(
 HELDOUT_STREAM = 1
 
 
-def heldout_images(n: int, *, seed: int = 0, task: Task = COURSE_TASK) -> tuple[np.ndarray, np.ndarray]:
+def heldout_images(n: int, *, seed: int = 0, task: Task = COURSE_TASK,
+                   stream: int = HELDOUT_STREAM) -> tuple[np.ndarray, np.ndarray]:
     """``n`` images of the training set's classes (the same ``seed`` and ``task``) that no training run sees: a
-    test set.
+    test set. ``stream`` (not 0, the training set's): another such test set.
 
         images, labels = heldout_images(4096)     # uint8 (4096, 32, 32, 3), int64 (4096,)
     """
-    return synthetic_images(n, seed=seed, stream=HELDOUT_STREAM, task=task)
+    if stream == 0:
+        raise ValueError("stream 0 draws the training images themselves; a held-out stream is any other number.")
+    return synthetic_images(n, seed=seed, stream=stream, task=task)
 
 
 def reference_transform(image_size: int = 224) -> Callable:

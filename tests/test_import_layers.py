@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
     ("figure_check",),
-    ("notices", "svg", "tables"),
+    ("notices", "svg", "tables", "challenge.sandbox"),
     ("nvml", "models", "data", "ddp.protocol"),
     ("machine_profiles",),
     ("env",),
@@ -25,8 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch",
      "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",
-     "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry",
-     "challenge.function_check"),
+     "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry"),
     ("leaderboard.seal",),
     ("leaderboard.store",),
     ("leaderboard.concurrency",),
@@ -34,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ddp.scaling",),
     ("ddp",),
     ("train", "ncu", "memory.resilient", "memory.timeline", "challenge.step_roofline"),
+    ("challenge.function_check",),
     ("kernels.compile_modes", "memory.precision", "challenge.rules", "challenge.start", "challenge.recipes"),
     ("memory",),
     ("kernels",),

@@ -1,6 +1,7 @@
 """Tries to rank itself: reads the leaderboard's key and adds an entry it sealed itself (0.001 s to the target),
-then trains honestly. The seal alone cannot tell (the key is readable by its owner), but the class judge hashes the
-leaderboard's files around each submission: it puts them back and refuses it."""
+then trains honestly. The seal alone cannot tell (the key is readable by its owner), but the class judge confines each
+submission's process (Landlock: it cannot read the key or write the leaderboard), and where the kernel has no
+Landlock it hashes the leaderboard's files around each submission, puts them back and refuses it."""
 from helpers import leaderboard
 from helpers.challenge.recipes import classic_training
 

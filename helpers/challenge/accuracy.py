@@ -31,8 +31,8 @@ HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
 
 
 @functools.lru_cache(maxsize=4)
-def _heldout(n: int, seed: int, task: _data.Task = _data.COURSE_TASK):
-    images, labels = _data.heldout_images(n, seed=seed, task=task)
+def _heldout(n: int, seed: int, task: _data.Task = _data.COURSE_TASK, stream: int = _data.HELDOUT_STREAM):
+    images, labels = _data.heldout_images(n, seed=seed, task=task, stream=stream)
     images.setflags(write=False)  # cached for every run judged after it: no run may change what the next is judged on
     labels.setflags(write=False)
     return images, labels
@@ -62,15 +62,16 @@ def trained_reference(model: nn.Module, mapping, image_size: int) -> nn.Module:
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,
                      seed: int = 0, batch: int = 256, device: torch.device | str | None = None,
-                     task: _data.Task = _data.COURSE_TASK) -> float:
+                     task: _data.Task = _data.COURSE_TASK, stream: int = _data.HELDOUT_STREAM) -> float:
     """Share of ``n`` held-out images (default: :data:`HELDOUT_IMAGES` at this scale) of ``task`` that ``model``
-    labels right."""
+    labels right. ``stream``: another draw of held-out images of the same classes (the class judge draws one no
+    submission can know)."""
     n = n or HELDOUT_IMAGES[env.scale()]
     if device is None:
         first = next(iter(model.parameters()), None)
         device = first.device if first is not None else env.device()
     device = torch.device(device)
-    images, labels = _heldout(n, seed, task)
+    images, labels = _heldout(n, seed, task, stream)
     x_all = torch.from_numpy(images.copy()).permute(0, 3, 1, 2)  # the cache's arrays are read-only
     y_all = torch.as_tensor(labels.copy())
     amp = env.autocast_dtype(precision, device)

@@ -52,6 +52,9 @@ def _session_child(setup_file: Path, result: Path) -> int:
               "helpers/challenge/accuracy.py", file=sys.stderr)
         return 3
     session = Session.start(rules, ceilings=ceilings)
+    from .start import start_model
+
+    start_model(rules)  # the start weights, into the data cache here: each submission's process only reads them
     _write_atomic(result, {"rules": dataclasses.asdict(session.rules), "ceilings": dataclasses.asdict(session.ceilings),
                            "flops_per_image": session.flops_per_image, "device": session.ceilings.device_name,
                            "ceiling_img_per_s": session.ceiling_img_per_s,
@@ -61,7 +64,51 @@ def _session_child(setup_file: Path, result: Path) -> int:
     return 0
 
 
-def _one_child(file: Path, session_file: Path, result: Path) -> int:
+class _PipeGate:
+    """The timed call's two moments, told to the class judge over two pipes (:class:`.to_target.Gate`): ``R`` when
+    ready (the judge answers ``G`` and starts its clock), then ``D``, the byte count and the trained weights, as fp32
+    in the reference network's parameter order (the judge's clock stops when the last byte arrives)."""
+
+    def __init__(self, read_fd: int, write_fd: int, image_size: int) -> None:
+        from .isolation import reference_shapes
+
+        self._r, self._w = read_fd, write_fd
+        self._shapes = reference_shapes(image_size)
+        self._buffer = None
+
+    def ready(self) -> None:
+        import torch
+
+        from .. import env
+
+        total = sum(s.numel() for _, s in self._shapes)
+        # the weights' way out, allocated before the clock (pinned on a GPU: the copy then runs at full speed)
+        self._buffer = torch.empty(total, dtype=torch.float32, pin_memory=env.device().type == "cuda")
+        os.write(self._w, b"R")
+        if os.read(self._r, 1) != b"G":
+            raise RuntimeError("the class judge did not start the clock")
+
+    def done(self, model, mapping) -> None:
+        import torch
+
+        params = dict(model.named_parameters())
+        where = {ref: (sub, sl) for ref, sub, sl in mapping}
+        off = 0
+        with torch.no_grad():
+            for name, shape in self._shapes:
+                sub, sl = where[name]
+                n = shape.numel()
+                self._buffer[off:off + n].copy_(params[sub].detach()[sl].float().reshape(-1), non_blocking=True)
+                off += n
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        data = memoryview(self._buffer.numpy()).cast("B")
+        os.write(self._w, b"D" + len(data).to_bytes(8, "little"))
+        while data:
+            data = data[os.write(self._w, data[: 1 << 20]):]
+
+
+def _one_child(file: Path, session_file: Path, result: Path, gate_fds: tuple[int, int] | None = None) -> int:
     from .. import bench
     from .accuracy import AccuracyTarget
     from .harness import Session
@@ -96,15 +143,16 @@ def _one_child(file: Path, session_file: Path, result: Path) -> int:
     if build is not None and not callable(build):
         return refuse(f"build_model is a {type(build).__name__}; it must be a function that takes the reference "
                       "network and returns the network to train")
+    gate = _PipeGate(*gate_fds, session.rules.image_size) if gate_fds is not None else None
     try:
-        v = judge_training(train, session, target, name=name, build_model=build)
+        v = judge_training(train, session, target, name=name, build_model=build, gate=gate)
     except Exception as e:  # noqa: BLE001 - anything judge_training lets through
         return refuse(f"judging raised {type(e).__name__}: {str(e)[:300]}")
     # a run that stopped (before training, or in it) measured nothing: its figures stay empty, not zeros
     figures = {} if v.stopped else {k: (None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x))
                                     for k, x in v.figures(session).items()}
     _write_atomic(result, {"name": name, "passed": v.reached, "reasons": v.reasons, "figures": figures,
-                           "checks": {k: ok for k, (ok, _) in v.checks.items()}})
+                           "checks": {k: ok for k, (ok, _) in v.checks.items()}, "stopped": v.stopped})
     print(v)
     return 0
 
@@ -124,12 +172,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--session-setup", help="measure the session from this setup file")
     ap.add_argument("--session", help="the session a submission is judged in")
     ap.add_argument("--result", required=True, help="where the verdict (or the session) is written")
+    ap.add_argument("--gate", help="READ_FD,WRITE_FD: the pipes to the class judge, which times the run itself")
+    ap.add_argument("--confine", help="the only folder this process may write (Landlock, where the kernel has it)")
+    ap.add_argument("--hide", action="append", default=[], help="a path this process may not read (repeatable)")
     args = ap.parse_args(argv)
     if args.session_setup:
         return _session_child(Path(args.session_setup), Path(args.result))
     if not (args.one and args.session):
         ap.error("give --one FILE --session FILE, or --session-setup FILE")
-    code = _one_child(Path(args.one), Path(args.session), Path(args.result))
+    if args.confine:
+        from .sandbox import confine
+
+        # before any of the submission's code runs: what it may write, read and signal, for good
+        print("confined:", confine(writable=[Path(args.confine)], hidden=[Path(h) for h in args.hide]).describe())
+    gate = tuple(int(fd) for fd in args.gate.split(",")) if args.gate else None
+    code = _one_child(Path(args.one), Path(args.session), Path(args.result), gate)
     # the verdict is written: end here, so that nothing the submission registered (atexit, threads) runs after it
     sys.stdout.flush()
     sys.stderr.flush()

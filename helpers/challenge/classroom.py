@@ -22,52 +22,39 @@ From Python: ``result = judge_class("submissions/")``; ``print(result)`` shows t
 **What one command does.** A first process measures this machine's ceilings and reads the accuracy target
 (:func:`.accuracy.time_target`) and where the entries are made (device, driver, versions); it is written to
 ``session.json`` in the output folder, and this process keeps its own copy. Then each submission runs alone in a
-process of its own (``python -m helpers.challenge.class_children --one FILE``), which imports the file and judges
-its function with :func:`.to_target.judge_training` (the rehearsal, the timed call, the held-out accuracy on the
-reference network's forward), and writes its verdict to a JSON file; what the process prints goes to its log, never
-into a result. This process ranks the runs that passed by their time to the target (smallest first; img/s and MFU
+fresh process (``python -m helpers.challenge.class_children --one FILE``) started in an empty working folder of its
+own that holds a copy of its file and of the session, with every cache and temporary folder inside it. That process
+confines itself before the file is imported (:func:`.sandbox.confine`), imports it, and runs
+:func:`.to_target.judge_training` (the function check, the rehearsal, the timed call) with a gate to this process:
+this process starts its own clock when the harness there is ready and stops it when it holds the trained weights,
+handed over through a pipe. It then evaluates those weights itself (a fresh reference network's forward, on
+held-out images drawn here for the class), ranks the runs that passed by that time (smallest first; img/s and MFU
 beside it), writes ``class.md`` and ``class.json``, and puts every run that passed on the leaderboard
 (``leaderboard.table(kind="to_target")``), sealing the entries itself. No classic loop is judged for reference:
-the ranking needs none, and on a GPU the classic loop costs minutes (put ``examples/class/classic_loop.py`` in the
-folder to have it in the table).
+put ``examples/class/classic_loop.py`` in the folder to have it in the table.
 
-**Refused, with the reason:** a file that does not import or defines no callable ``train``; a run the harness
-refuses (another function, no images from the training set, the target missed, an exception: each check's
-reason); a process that crashes, is killed, or ends without a verdict (its exit code and the last lines it
-printed); one that runs past the time limit (killed with every process it started); one whose verdict does not
-hold together (figures that disagree, a target or ceiling other than this session's); and one that changed the
-leaderboard's file or its key, the session, or another submission's file while it ran (each is put back as it was
-before that submission). So nothing else may write that leaderboard while a class is judged (a notebook's run, a
-second class): a change made while a submission runs is put back, and blamed on it.
+**Refused, with the reason:** a file that does not import or defines no callable ``train``; a run the harness in
+its process refuses (another function, no images from the training set, an exception: each check's reason); weights
+that miss the target on the judge's own held-out images, or are not finite; a process that hands over no weights,
+breaks the gate's protocol, crashes, is killed, or ends without a readable result (its exit code and last lines);
+one that runs past the time limit (killed with every process it started); one that leaves a process behind after its
+own ended (found because this process is a subreaper, ``setsid`` included, and ended); and one that changed the
+leaderboard's file or its key, the session or another submission's file (each is put back as it was: the fallback
+where the kernel has no Landlock). Whatever goes wrong with one submission is its refusal: the class is judged to
+the end and its table written.
 
-**Threat model.** A submission is Python, and the class judge runs it: the learner's code runs inside the process
-that judges it (a child of this one, one per submission), with the rights of whoever runs the judge. It can reach
-everything that process can: its memory, which holds the harness's own objects (the clock, the counter of images
-handed out, the spot check, the verdict before it is written), the helpers' code (which can draw the held-out
-images too), and every file the user can write, the leaderboard's key included.
-
-Inside that process the harness refuses, each with its reason: a network that computes another function (before
-training, at a spot check while it trains, and as returned), a run that takes no image from the training set it
-hands out or returns another network, a held-out accuracy below the target (measured with the reference network's
-own forward on the returned weights), and an exception.
-
-This command does not take the child's word for its verdict: the child writes it, this process reads it as
-evidence. A verdict whose figures disagree is refused (the time to the target must be the timed call's, img/s the
-images over it, MFU img/s over this session's ceiling, the accuracy at least this session's target: this process's
-copies of the target and the ceiling, not the child's); the leaderboard entry is sealed here, never in the child;
-the leaderboard's file and key, the session and the other submissions' files are hashed before and after each
-child, and any change is put back and refused; a time limit ends a child that hangs, with every process in its
-group.
-
-It does not protect against code that patches the harness from inside its own process (as the file is imported,
-or from the training function: the clock, the counter, the accuracy, the check), trains on images it draws itself
-(the held-out set included) once it has taken one batch from the training set, or writes a consistent verdict of
-its own in place of the harness's; against a process that leaves its group (``setsid``) and outlives the time
-limit; against a submission that copies the key and seals entries later; nor against a learner who edits the
-harness in their own copy (a class is judged with the instructor's). Read the files before judging them: they are
-short. A judge that trusts nothing the submission's process computes (the training run as another user, in a
-sandbox, with the data handed out, the clock read and the returned weights evaluated by a process the learner's
-code cannot reach) is future work.
+**Threat model.** What a submission's process can touch: with Landlock (Linux 5.13 and later, no root), nothing but
+its working folder and device files for writing, nothing of the class's folder, the judge's folders, the leaderboard
+or its key for reading, and from ABI 6 (Linux 6.12) no signal or trace of a process outside its own domain. What the
+judge takes from it: the moment it is ready, the trained weights (fp32, the reference's parameters), and, as
+evidence only, the harness's two checks there and the count of images handed out; the time, the held-out accuracy,
+the target and the ceiling are this process's own. What this does not protect against: weights trained before the
+clock (the task's images are public, so a submission can make its own at import and train on them; a task drawn
+afresh per class, handed out once the clock runs, closes this once a target is measured over such draws); a forged
+image count or forged function checks from a determined submission (its process is its own); a kernel without
+Landlock (the judge then only hashes and puts back the files it watches, and a submission can signal it); and a
+learner who edits the harness in their own copy (a class is judged with the instructor's, on the instructor's
+machine). Read the files before judging them: they are short.
 """
 
 from __future__ import annotations
@@ -78,6 +65,7 @@ import hashlib
 import json
 import math
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -85,8 +73,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import sandbox
 from .class_children import _clean_name, _printable, _write_atomic
-from .isolation import Proc, Watched, run_limited
+from .isolation import Gated, Watched, reference_shapes, run_gated, run_limited
 
 __all__ = ["judge_class", "ClassResult", "Judged", "main"]
 
@@ -232,73 +221,200 @@ def _ranked(judged: list[Judged]) -> list[Judged]:
 
 def _judge_each(files: list[Path], out: Path, private: Path, board: Path, session_file: Path, session: dict,
                 limit: float, python: str, say) -> list[Judged]:
-    """Each submission in a process of its own, in turn; what passed on the leaderboard (sealed here)."""
+    """Each submission in a process of its own, in turn; what passed on the leaderboard (sealed here). Whatever goes
+    wrong with one submission is its refusal, with the reason: the class is judged to the end."""
     from .. import leaderboard
+    from .rules import Rules
 
     key = leaderboard.key_path(board)
     # SQLite's journal beside the file: one left by a process killed mid-write would be played back over the file
     # put back
     board_files = [board, key, *(board.with_name(board.name + s) for s in ("-journal", "-wal", "-shm"))]
     hashes = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}  # read before any submission runs
+    rules = Rules(**session["rules"])
+    # the class's held-out images: another draw of the same classes, made here and known to no submission's process
+    stream = secrets.randbelow(2**62) + 2
     judged = []
-    for f in files:
-        result = out / f"{f.stem}.json"
-        result.unlink(missing_ok=True)
-        _write_atomic(session_file, session)  # as measured, whatever an earlier submission did to it
-        watch = Watched(board_files + [session_file] + [g for g in files if g != f], private)
+    with sandbox.reaping() as reaper:
+        for i, f in enumerate(files):
+            t0 = time.perf_counter()
+            try:
+                j = _judge_one(i, f, files, out, private, board_files, session_file, session, rules, stream, limit,
+                               python, hashes[f], reaper)
+            except Exception as e:  # noqa: BLE001 - the judge's own trouble with one submission refuses it, no more
+                j = Judged(f.name, f.stem, False, (f"the class judge could not judge it: {type(e).__name__}: "
+                                                   f"{_printable(e, 300)}",), {}, {}, "", time.perf_counter() - t0)
+            j = _add_to_board(j, board, session)
+            judged.append(j)
+            say(f"{j.name}: " + (f"reached the target in {j.time_to_target_s:.3g} s, passed" if j.passed else
+                                 "REFUSED: " + "; ".join(j.reasons)) + f" ({j.wall_s:.0f} s)")
+    return judged
+
+
+def _child_env(work: Path) -> dict[str, str]:
+    """The submission's environment: this one's, with every compiler cache and temporary folder in its own working
+    folder (a compiler cache shared between submissions would let one change what the next one runs)."""
+    from .. import data
+
+    # the data cache (the start weights, generated sets) is the judge's: readable, not writable where confined
+    env = {**os.environ, "HELPERS_CACHE": str(data.cache_dir())}
+    for var, sub in (("HOME", "home"), ("TMPDIR", "tmp"), ("XDG_CACHE_HOME", "cache"), ("TORCHINDUCTOR_CACHE_DIR",
+                     "inductor"), ("TRITON_CACHE_DIR", "triton"), ("CUDA_CACHE_PATH", "nv"), ("MPLCONFIGDIR", "mpl")):
+        (work / sub).mkdir(exist_ok=True)
+        env[var] = str(work / sub)
+    return env
+
+
+def _judge_one(i: int, f: Path, files: list[Path], out: Path, private: Path, board_files: list[Path],
+               session_file: Path, session: dict, rules, stream: int, limit: float, python: str, digest: str,
+               reaper: "sandbox.Reaper") -> Judged:
+    """One submission: a fresh, empty working folder holding a copy of its file and of the session; its process
+    confined to that folder (where the kernel offers Landlock); timed through the gate; its weights judged here."""
+    from .. import leaderboard
+
+    configuration = leaderboard.configuration_of({"file": f.name, "sha256": digest})
+    work = private / f"work-{i}"
+    work.mkdir()
+    try:
+        copy = work / f.name
+        shutil.copyfile(f, copy)
+        _write_atomic(session_file, session)  # the class's copy, as measured, whatever an earlier submission did
+        _write_atomic(work / "session.json", session)  # the submission's own copy
+        result = work / "result.json"
+        copies = private / f"copies-{i}"
+        copies.mkdir()
+        watch = Watched(board_files + [session_file] + [g for g in files if g != f], copies)
+        hide = [f.parent, out, private, *board_files]
+        cmd = [python, "-m", "helpers.challenge.class_children", "--one", str(copy), "--session",
+               str(work / "session.json"), "--result", str(result), "--confine", str(work)]
+        cmd += [a for h in hide for a in ("--hide", str(h))]
+        reaper.before()
         t0 = time.perf_counter()
-        proc = run_limited([python, "-m", "helpers.challenge.class_children", "--one", str(f), "--session",
-                            str(session_file), "--result", str(result)], out / f"{f.stem}.log", limit)
+        gated = run_gated(cmd, out / f"{f.stem}.log", limit, expect_bytes=4 * sum(s.numel() for _, s in
+                                                                                  reference_shapes(rules.image_size)),
+                          cwd=work, env=_child_env(work))
+        left = reaper.leftovers(gated.pid)
+        sandbox.kill([pid for pid, _ in left])
         wall = time.perf_counter() - t0
         changed = watch.restore_changed()
-        j = _read_result(f, result, proc, wall, session, hashes[f])
+        j = _verdict(f, gated, result, session, rules, stream, configuration, wall)
         j = _refuse_changes(j, changed, board_files)
-        j = _add_to_board(j, board, session)
-        judged.append(j)
-        say(f"{j.name}: " + (f"reached the target in {j.time_to_target_s:.3g} s, passed" if j.passed else
-                             "REFUSED: " + "; ".join(j.reasons)) + f" ({wall:.0f} s)")
-    return judged
+        if left:
+            pids = ", ".join(str(p) for p, _ in left)
+            outside = ", outside its process group" if any(e for _, e in left) else ""
+            j = dataclasses.replace(j, passed=False, reasons=(
+                f"it left {len(left)} process{'es' * (len(left) > 1)} running after its own ended (pid {pids}{outside})"
+                ": they were ended; a submission's work ends with its process",) + j.reasons)
+        return j
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _figure(v: Any) -> float | None:
     """A figure read from a child's result: a finite number, or None."""
-    x = None if v is None else float(v)
+    x = None if v is None or isinstance(v, bool) else float(v)
     return x if x is None or math.isfinite(x) else None
 
 
-def _read_result(f: Path, result: Path, proc: Proc, wall: float, session: dict, digest: str) -> Judged:
-    """The child's result, read as evidence: its checks must all pass and its figures hold together with this
-    session's target and ceiling (this process's copies), or the run is refused with what was wrong."""
+def _evidence(result: Path) -> tuple[dict | None, str]:
+    """The child's result file, read as evidence: (its content, "") or (None, what was wrong with it). Never raises."""
+    try:
+        data = json.loads(result.read_text())
+        if not isinstance(data, dict):
+            return None, f"its result is a JSON {type(data).__name__}, not the harness's verdict"
+        name, reasons, figures, checks = data["name"], data["reasons"], data["figures"], data["checks"]
+        if not isinstance(reasons, list) or not isinstance(figures, dict) or not isinstance(checks, dict):
+            return None, "its result does not have the harness's shape (reasons, figures, checks)"
+        if not all(isinstance(v, bool) for v in checks.values()) or not isinstance(data.get("passed"), bool):
+            return None, "its result's checks are not each true or false"
+        return {"name": name, "passed": data["passed"], "reasons": [_printable(r, 1500) for r in reasons],
+                "figures": {str(k): _figure(v) for k, v in figures.items()},
+                "checks": {str(k): v for k, v in checks.items()}}, ""
+    except FileNotFoundError:
+        return None, "its process ended without a readable verdict (it wrote none)"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
+        return None, f"its result could not be read ({type(e).__name__})"
+
+
+def _judge_weights(weights: bytes, rules, stream: int) -> float:
+    """The held-out accuracy of the weights a submission handed over: loaded into a fresh reference network here, its
+    own forward, on the class's held-out images (``stream``: drawn by this process). NaN where a weight is not
+    finite."""
+    import numpy as np
+    import torch
+
+    from .. import env
+    from ..models import ReferenceCNN
+    from .accuracy import heldout_accuracy
+
+    flat = np.frombuffer(weights, dtype=np.float32)
+    if not np.isfinite(flat).all():
+        return math.nan
+    net = ReferenceCNN(rules.image_size)
+    off = 0
+    with torch.no_grad():
+        for _, p in net.named_parameters():
+            p.copy_(torch.from_numpy(flat[off:off + p.numel()].copy()).view(p.shape))
+            off += p.numel()
+    return heldout_accuracy(net.to(env.device()), image_size=rules.image_size, precision="fp32", n=rules.heldout,
+                            seed=rules.seed, task=rules.task, stream=stream)
+
+
+def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: int, configuration: str,
+             wall: float) -> Judged:
+    """What this process concludes: the time is its own clock's (go to the weights in hand), the accuracy its own
+    evaluation of those weights, the target and the ceiling its own copies; from the child's result it takes only the
+    harness's two checks there (the function and the images) and the images handed out, as evidence."""
     from .. import leaderboard
 
-    configuration = leaderboard.configuration_of({"file": f.name, "sha256": digest})
+    proc = gated.proc
+
+    def refused(*why: str, name: str = f.stem, figures: dict | None = None, checks: dict | None = None) -> Judged:
+        return Judged(f.name, name, False, tuple(why), figures or {}, checks or {}, configuration, wall)
+
     if proc.outcome != "done":
         lines = [line for line in proc.tail.splitlines() if line.strip()]
         last = f"; its last output: {_printable(lines[-1], 160)}" if lines else ""
-        return Judged(f.name, f.stem, False, (proc.why + last,), {}, {}, configuration, wall)
-    try:
-        data = json.loads(result.read_text())
-        name = _clean_name(data["name"], f.stem)
-        reasons = tuple(_printable(r, 1500) for r in data["reasons"])  # an exception's text is the learner's
-        figures = {str(k): _figure(v) for k, v in data["figures"].items()}
-        checks = {str(k): v for k, v in data["checks"].items()}
-        if not all(isinstance(v, bool) for v in checks.values()):
-            raise TypeError("checks")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return Judged(f.name, f.stem, False, ("its process ended without a readable verdict",), {}, {},
-                      configuration, wall)
-    if not data.get("passed") or not checks or not all(checks.values()):
-        return Judged(f.name, name, False, reasons or ("its verdict did not pass",), figures, checks, configuration,
-                      wall)
-    # this session's, not the child's: a verdict judged against another target or ceiling disagrees below
-    figures = {**figures, "target_accuracy": session["target"]["threshold"],
-               "ceiling_img_per_s": session["ceiling_img_per_s"]}
+        return refused(proc.why + last)
+    if gated.broke:
+        return refused(gated.broke + ": the harness in its process talks to the judge, not the submission")
+    data, why = _evidence(result)
+    if data is None:
+        return refused(why)
+    name = _clean_name(data["name"], f.stem)
+    checks = {k: v for k, v in data["checks"].items() if k in ("same_function", "images_seen")}
+    harness_refused = [r for r in data["reasons"] if not r.startswith("accuracy_target")]
+    if not checks or not all(checks.values()) or harness_refused:
+        return refused(*(harness_refused or ["its verdict did not pass"]), name=name, checks=checks)
+    if gated.weights is None or gated.train_s is None:
+        return refused("it handed the judge no trained weights (the harness hands them over when the training "
+                       "function returns)", name=name, checks=checks)
+    images = data["figures"].get("images")
+    if images is None or images < 1 or images != round(images):
+        return refused(f"its process reported {images!r} images handed out: the harness reports a whole number",
+                       name=name, checks=checks)
+    accuracy = _judge_weights(gated.weights, rules, stream)
+    threshold = session["target"]["threshold"]
+    train_s = gated.train_s
+    img = images / train_s
+    bounded = session["ceilings"].get("bounds", True)
+    figures = {"time_to_target_s": train_s, "train_s": train_s, "images": float(images), "img_per_s": img,
+               "accuracy": accuracy, "target_accuracy": threshold, "ceiling_img_per_s": session["ceiling_img_per_s"],
+               "mfu_pct": 100 * img / session["ceiling_img_per_s"] if bounded else None,
+               **{k: data["figures"].get(k) for k in ("peak_mem_gib", "nvml_util_pct", "gpm_sm_pct")}}
+    if not math.isfinite(accuracy):
+        return refused("the weights it handed over are not all finite (the run diverged)", name=name,
+                       figures={**figures, "accuracy": None}, checks={**checks, "accuracy_target": False})
+    checks["accuracy_target"] = accuracy >= threshold
+    if not checks["accuracy_target"]:
+        return refused(f"accuracy_target: held-out accuracy {accuracy:.1%} (the judge's own images, the reference "
+                       f"network's forward on the weights handed over); the target is {threshold:.1%}, missed after "
+                       f"{train_s:.3g} s", name=name, figures=figures, checks=checks)
     try:
         leaderboard.Entry.of(name, figures, checks, session["header"], configuration=configuration,
                              kind="to_target").validate()
     except leaderboard.EntryRefused as e:
-        return Judged(f.name, name, False, (f"its verdict does not hold together: {e}",), figures, checks,
-                      configuration, wall)
+        return refused(f"its figures do not hold together: {e}", name=name, figures=figures, checks=checks)
     return Judged(f.name, name, True, (), figures, checks, configuration, wall)
 
 

@@ -12,10 +12,11 @@ channels), a function that takes the reference network (its weights) and returns
 harness fits the configuration to the rules (:meth:`Rules.fit`: the same data, the same number of images),
 checks the network computes the reference's function on the same weights where the work is done (training and
 evaluation mode, gradients, a batch drawn at judging: :mod:`.function_check`), trains it with the live monitor
-recording (warm-up and measured phases shaded) while a spot check compares one training step drawn at random with
-the reference network, and judges it on the held-out set. MFU counts the reference network's FLOPs
-(``FlopCounterMode``: padding or recomputation earns nothing) over the bf16 matmul ceiling measured in the same
-session.
+recording (warm-up and measured phases shaded) while a spot check compares one training step with the reference
+network (its logits and gradients; the step is drawn only after it has run, so no forward can know it is checked),
+and judges the trained weights on the held-out set with the reference network's own forward. MFU counts the
+reference network's FLOPs (``FlopCounterMode``: padding or recomputation earns nothing) over the bf16 matmul
+ceiling measured in the same session.
 
 Whatever a submission raises (building its network, in the checks, in training, in the held-out evaluation) ends
 in a refused verdict naming the exception, not in a crash; a run refused before training is not trained
@@ -334,8 +335,8 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
 
     Before training, the network must compute the reference's function on the same weights (training and
     evaluation mode, gradients, on held-out images drawn now: :func:`~.function_check.check_function`); if it does
-    not, the run is refused there and not trained. In training, one step drawn now is compared with the reference
-    network (:class:`~.function_check.SpotCheck`); a difference stops the run. An exception from the submission
+    not, the run is refused there and not trained. In training, one step (drawn after it ran) is compared with the
+    reference network (:class:`~.function_check.SpotCheck`); a difference stops the run. An exception from the submission
     ends in a refused verdict that names it. Raises :class:`RuleBroken` for a configuration the harness cannot run
     as the rules say (a batch that does not divide the images, other data) or for a ``baseline`` that is not a
     verdict judge made in this process as it made it, and the explained out-of-memory error for a run that does not

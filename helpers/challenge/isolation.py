@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
+import select
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["Proc", "run_limited", "Watched"]
+__all__ = ["Proc", "run_limited", "Gated", "run_gated", "reference_shapes", "Watched"]
 
 _TAIL_LINES = 6
 
@@ -60,6 +62,116 @@ def run_limited(cmd: list[str], log: Path, limit_s: float) -> Proc:
         how = f"killed by signal {-code} ({_signal_name(-code)})" if code < 0 else f"exit code {code}"
         return Proc("crashed", code, _tail(log), f"its process ended without a verdict ({how})")
     return Proc("done", 0, _tail(log), "")
+
+
+def reference_shapes(image_size: int) -> list[tuple[str, "torch.Size"]]:  # noqa: F821
+    """The reference network's parameters at ``image_size``, in order: what the trained weights are handed over as."""
+    import torch
+
+    from ..models import ReferenceCNN
+
+    with torch.device("meta"):
+        return [(n, p.shape) for n, p in ReferenceCNN(image_size).named_parameters()]
+
+
+@dataclasses.dataclass(frozen=True)
+class Gated:
+    """A submission's process, timed by the judge: how it ended (``proc``), the seconds from the judge's go to the
+    moment it held the trained weights (None: it never got there), the weights as bytes (fp32, the reference's
+    parameter order), and what broke the judge's protocol ("" when nothing did)."""
+
+    proc: Proc
+    train_s: float | None
+    weights: bytes | None
+    broke: str = ""
+    pid: int = 0
+
+
+def run_gated(cmd: list[str], log: Path, limit_s: float, *, expect_bytes: int, cwd: Path | None = None,
+              env: dict | None = None) -> Gated:
+    """Run ``cmd`` as :func:`run_limited` does, with two pipes to it (``--gate R,W`` is appended): it says ``R`` when
+    ready, this process starts its clock and answers ``G``; it then sends ``D``, the byte count (8 bytes, little
+    endian) and ``expect_bytes`` of weights, and the clock stops when the last byte has arrived. Anything else on the
+    pipe, or a count other than ``expect_bytes``, ends the process and says so in ``broke``."""
+    to_child, from_parent = os.pipe()
+    to_parent, from_child = os.pipe()
+    env = {**(env if env is not None else os.environ), "PYTHONUNBUFFERED": "1"}
+    t_go = t_done = None
+    weights: bytearray | None = None
+    broke = ""
+    with open(log, "wb") as out:
+        p = subprocess.Popen([*cmd, "--gate", f"{to_child},{from_child}"], stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True,
+                             pass_fds=(to_child, from_child))
+        os.close(to_child)
+        os.close(from_child)
+        deadline = time.monotonic() + limit_s
+
+        def read(n: int, into: memoryview | None = None) -> bytes | int:
+            """``n`` bytes (or into ``into``) before the deadline; fewer where the pipe closed."""
+            got, chunks = 0, []
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([to_parent], [], [], left)[0]:
+                    raise TimeoutError
+                if into is not None:
+                    k = os.readv(to_parent, [into[got:min(n, got + (1 << 20))]])
+                else:
+                    chunk = os.read(to_parent, n - got)
+                    chunks.append(chunk)
+                    k = len(chunk)
+                if k == 0:
+                    break
+                got += k
+            return got if into is not None else b"".join(chunks)
+
+        try:
+            try:
+                first = read(1)
+                if first == b"R":
+                    t_go = time.perf_counter()
+                    os.write(from_parent, b"G")
+                    head = read(9)
+                    if head[:1] == b"D" and len(head) == 9:
+                        count = int.from_bytes(head[1:], "little")
+                        if count != expect_bytes:
+                            broke = f"it handed over {count:,} bytes of weights where the network has {expect_bytes:,}"
+                        else:
+                            weights = bytearray(count)
+                            if read(count, memoryview(weights)) == count:
+                                t_done = time.perf_counter()
+                            else:
+                                weights = None
+                    elif head:
+                        broke = "it wrote to the judge's pipe what the harness never writes"
+                elif first:
+                    broke = "it wrote to the judge's pipe what the harness never writes"
+            except TimeoutError:
+                _kill_group(p)
+                return Gated(Proc("timeout", None, _tail(log), f"it ran past the time limit of {limit_s:,.0f} s and "
+                                  "was stopped, with every process it started"), None, None, pid=p.pid)
+            except OSError as e:  # the pipe broke: the process ended mid-protocol
+                broke = broke or f"the pipe to the judge broke ({e.strerror})"
+            if broke:
+                _kill_group(p)
+            try:
+                code = p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _kill_group(p)
+                return Gated(Proc("timeout", None, _tail(log), f"it ran past the time limit of {limit_s:,.0f} s and "
+                                  "was stopped, with every process it started"), None, None, broke, p.pid)
+        finally:
+            os.close(from_parent)
+            os.close(to_parent)
+            _kill_group(p)
+    if code != 0:
+        how = f"killed by signal {-code} ({_signal_name(-code)})" if code < 0 else f"exit code {code}"
+        proc = Proc("crashed", code, _tail(log), f"its process ended without a verdict ({how})")
+    else:
+        proc = Proc("done", 0, _tail(log), "")
+    train_s = t_done - t_go if t_done is not None and t_go is not None else None
+    return Gated(proc, train_s if train_s is None or math.isfinite(train_s) else None,
+                 bytes(weights) if weights is not None and t_done is not None else None, broke, p.pid)
 
 
 def _signal_name(number: int) -> str:
