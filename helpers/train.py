@@ -324,7 +324,8 @@ class Trainer:
     ``spot_steps`` (a set fixed before the run: probes), or those ``spot_draw(step)`` says yes to, asked only once
     the step's forward and backward have run, so that nothing the forward can read says whether its step will be
     checked (the final challenge: ``spot_draw=spot.draw``). The check's time is left out of the step's and the
-    run's.
+    run's, unless the check is ``deferred`` (it only copies the step then, and compares after the run: those copies
+    stay in the step's time, and nothing is left out).
 
         Trainer(cfg, spot_check=print, spot_steps={3})              # step 3's SpotStep, printed
     """
@@ -368,6 +369,7 @@ class Trainer:
         self.steps_done = 0  # every step, warm-up included: the index the spot check is called with
         self._spot_check, self._spot_steps, self._spot_draw = spot_check, spot_steps, spot_draw
         self.spot_check_s = 0.0  # host time the spot check took (left out of the steps' times and the run's)
+        self._spot_copy: tuple[int, int] | None = None  # a deferred check's copies: (peak before them, their bytes)
 
     # -- data ---------------------------------------------------------------------------------
     def _make_batches(self) -> Iterator:
@@ -488,13 +490,35 @@ class Trainer:
                 self._events.append(ev)
         return rec
 
+    def _peak_gib(self) -> float | None:
+        """The allocator's peak (GiB) since it was last reset, less a deferred spot check's copies: the peak before they
+        were made, or the peak since, less their bytes (held from then to the end of the run)."""
+        if not self.cuda:
+            return None
+        peak = torch.cuda.max_memory_allocated(self.device)
+        if self._spot_copy is not None:
+            before, copies = self._spot_copy
+            peak = max(before, peak - copies)
+        return peak / 2**30
+
     def _run_spot_check(self, micro_batches: list[SpotBatch]) -> float:
         """Call the spot check on this step's micro-batches; return the host time it took, to be left out of the
         step's and the run's."""
-        self._sync()  # note: a CPU-GPU sync point, at one step of a run: the check's time starts after the step's work
-        start = time.perf_counter()
         # the scale this step's loss was multiplied by (scaler.update() after the optimizer step changes it)
         scale = self.scaler.get_scale() if self.scaler is not None else None
+        if getattr(self._spot_check, "deferred", False):
+            # it only copies the step (device-to-device, in stream order) and compares after the run: those copies
+            # stay in the step's time and the run's, and nothing is taken out of either. Their memory is the
+            # harness's, held until the run ends: left out of the run's peak (_peak_gib)
+            before = torch.cuda.memory_allocated(self.device) if self.cuda else 0
+            peak = torch.cuda.max_memory_allocated(self.device) if self.cuda else 0
+            self._spot_check(SpotStep(self.steps_done, tuple(micro_batches), self.cfg.grad_accum, scale))
+            if self.cuda:
+                self._spot_copy = (peak, torch.cuda.memory_allocated(self.device) - before)
+                torch.cuda.reset_peak_memory_stats(self.device)
+            return 0.0
+        self._sync()  # note: a CPU-GPU sync point, at one step of a run: the check's time starts after the step's work
+        start = time.perf_counter()
         self._spot_check(SpotStep(self.steps_done, tuple(micro_batches), self.cfg.grad_accum, scale))
         self._sync()
         spent = time.perf_counter() - start
@@ -542,6 +566,8 @@ class Trainer:
                 self._sync()
             if self.cuda and peak_over == "measured":
                 torch.cuda.reset_peak_memory_stats(self.device)
+                if self._spot_copy is not None:  # copied in warm-up: its bytes are held through every measured step
+                    self._spot_copy = (0, self._spot_copy[1])
             with phase(f"{phase_prefix}measured"):
                 win = timebox.window("training_window", planned=cfg.steps, minimum=MIN_STABLE_STEPS,
                                      left_out="later steps were not run") if boxed else _Unboxed(cfg.steps)
@@ -591,7 +617,7 @@ class Trainer:
             step_ms_p95=p95,
             data_wait_share=min(1.0, sum(data_ms) / 1e3 / wall_s),
             phase_ms=phases,
-            peak_allocated_gib=torch.cuda.max_memory_allocated(self.device) / 2**30 if self.cuda else None,
+            peak_allocated_gib=self._peak_gib(),
             loss=sum(tail) / len(tail),
             accuracy=int(self._correct.item()) / max(1, self._seen),
             steps=len(recs),

@@ -338,3 +338,67 @@ def test_the_failure_says_how_far_the_logits_and_the_gradients_were():
     assert "% of the largest; fp32 allows 0.1%)" in why
     assert "; the gradients it computed differ for fc2.weight (100.0%) (the norm of the difference over the " \
            "reference's gradient; fp32 allows 2%)" in why, why
+
+
+# -- deferred: the step is copied where it was drawn and compared after the run ------------------------------------
+
+def _deferred_run(model, steps: int = 4):
+    """A Trainer run of ``model`` (built from the reference network of the tiny challenge) with a deferred spot check
+    drawn after each step; returns (trainer, spot)."""
+    ref = models.ReferenceCNN(16)
+    model = model(copy.deepcopy(ref)) if callable(model) and not isinstance(model, nn.Module) else model
+    mapping, _ = map_parameters(model, ref)
+    cfg = TrainConfig(batch_size=16, warmup_steps=0, steps=steps, data="gpu", image_size=16, dataset_size=256)
+    spot = SpotCheck(model, mapping, image_size=16, precision=spot_precision("fp32", env.device()), steps=steps,
+                     deferred=True)
+    trainer = Trainer(cfg, model=model, spot_check=spot, spot_draw=spot.draw)
+    trainer.run(boxed=False)
+    return trainer, spot
+
+
+def test_a_deferred_check_takes_nothing_out_of_the_runs_time_and_still_judges_its_step():
+    trainer, spot = _deferred_run(lambda m: m)
+    assert spot.step is not None and spot.measured is None  # copied during the run, not yet compared
+    assert trainer.spot_check_s == 0.0  # nothing subtracted from any step's time or the run's
+    spot.finish()
+    assert spot.measured is not None and spot.measured.logits <= spot.tolerance.logits
+    spot.finish()  # the copies are gone: a second call compares nothing and says nothing
+
+
+def test_a_deferred_check_compares_the_weights_of_its_step_not_those_after_the_run():
+    # a network whose convolutions never get gradients in training: whichever step is drawn, the copy holds that
+    # step's weights and gradients, and the comparison after the run refuses it as a check in place would
+    refused = 0
+    for _ in range(8):
+        _, spot = _deferred_run(lambda m: NoGradConvsAfter(m, honest=0))
+        try:
+            spot.finish()
+        except SpotCheckFailed as e:
+            refused += 1
+            assert "gradients" in str(e) and f"training step {spot.step} of 4" in str(e)
+    assert refused == 8
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the allocator's peak is a GPU's")
+def test_a_deferred_checks_copies_are_left_out_of_the_runs_peak_memory():
+    # at batch 2 and 224² the copies (fc1's weights and gradients: about 0.8 GB) are larger than the step's
+    # activations: counted, they would set the run's peak
+    def peak(spot_on: bool) -> float:
+        torch.cuda.empty_cache()
+        ref = models.ReferenceCNN(224)
+        mapping = map_parameters(copy.deepcopy(ref), ref)[0]  # on the CPU: no second network on the GPU
+        model = ref.cuda()
+        cfg = TrainConfig(batch_size=2, warmup_steps=1, steps=3, data="gpu", image_size=224, dataset_size=64)
+        kw = {}
+        if spot_on:
+            spot = SpotCheck(model, mapping, image_size=224, precision="tf32", steps=4, deferred=True)
+            kw = {"spot_check": spot, "spot_draw": spot.draw}
+        trainer = Trainer(cfg, model=model, **kw)
+        result = trainer.run(boxed=False, peak_over="run")
+        if spot_on:
+            assert trainer._spot_copy is not None and trainer._spot_copy[1] > 0.5 * 2**30
+            spot.finish()
+        return result.peak_allocated_gib
+
+    without, with_copies = peak(False), peak(True)
+    assert with_copies == pytest.approx(without, rel=0.05), (without, with_copies)

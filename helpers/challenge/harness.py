@@ -380,7 +380,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         return _stopped(sub.name, cfg, checks, session, baseline, t_start, "before training")
     precision = env.resolve_dtype(cfg.dtype, device)
     spot = SpotCheck(model, check.mapping, image_size=rules.image_size, precision=spot_precision(precision, device),
-                     steps=total_steps, rng=_judging_draws())
+                     steps=total_steps, rng=_judging_draws(), deferred=True)
     own = monitor is None
     mon = Monitor(period_s=0.1, live=live) if own else monitor
     if own:  # named by the run it watches ("GPU monitor: my run"), not only by what it samples
@@ -395,6 +395,12 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
             trainer = Trainer(cfg, model=model, spot_check=spot, spot_draw=spot.draw)  # drawn after each step ran
         # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
         result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
+        try:  # the step copied during the run, compared now: nothing of the check was taken out of the run's time
+            with mon.phase(f"{sub.name}: spot check (the step copied in training)"):
+                spot.finish()
+        except SpotCheckFailed:
+            result = None  # refused at that step: its figures are not ranked
+            raise
         trained = trainer.images_trained  # before the profiled steps below: they are not the run's images
         with mon.phase(f"{sub.name}: held-out"):
             # the reference network's own forward on the trained weights (read back through the check's mapping),
