@@ -205,10 +205,6 @@ class NoBackward(_Wrap):
         return super().named_parameters(*args, **kwargs)
 
 
-_SPOT_READS_LIVE = ("the spot check reads the step's weights and gradients through the network's own "
-                    "named_parameters(), at the step it drew (after that step's backward): gradients made there, and "
-                    "only there, cost one step's backward in the whole run; ")
-
 
 #: Networks that skip work in training and compute what the spot check asks for only when it asks: (the network,
 #: what it does, what it gained here).
@@ -225,8 +221,7 @@ LAZY = [
 CATALOGUE.extend(("ladder", what) for _, what, _ in LAZY)
 
 
-@pytest.mark.parametrize("build", [pytest.param(b, id=b.__name__, marks=_hole(_SPOT_READS_LIVE + gained))
-                                   for b, _, gained in LAZY])
+@pytest.mark.parametrize("build", [pytest.param(b, id=b.__name__) for b, _, _ in LAZY])
 def test_gradients_made_only_when_read(session, baseline, build):
     v = judge(Submission("lazy", FAST, build_model=build), session, baseline=baseline)
     assert v.refused and "gradients" in " ".join(v.reasons), v.reasons
@@ -347,8 +342,9 @@ class HidesConv3(_Wrap):
 @attempt("ladder", "named_parameters() hides conv3 (a frozen layer the optimizer never sees)")
 def test_named_parameters_hide_a_layer(session, baseline):
     v = judge(Submission("hides", FAST, build_model=HidesConv3), session, baseline=baseline)
-    assert v.stopped == "before training" and "conv3.weight (256×128×3×3), conv3.bias (256) could not be found" in \
-        v.reasons[0], v.reasons
+    # the judge (its checks, the optimizer) reads nn.Module's own parameters, never the override: conv3 is found and
+    # trained, and the run is judged as the honest network it is: the hiding gains nothing
+    assert not v.refused and v.images_seen == TINY.images, v.reasons
 
 
 @attempt("ladder", "one parameter registered under two names (an alias)")
@@ -448,19 +444,19 @@ def test_gradients_turned_off_for_the_process(session, baseline):
                   baseline=baseline)
     finally:
         torch.set_grad_enabled(True)
-    assert v.stopped == "before training" and "does not require grad" in v.reasons[0], v.reasons
+    # grad mode is put back when build_model returns: the run is judged as the honest network it is, nothing gained
+    assert torch.is_grad_enabled() and not v.refused, v.reasons
 
 
 @attempt("ladder", "build_model makes 'meta' the default device (the judge's tensors then hold no data)")
-@_hole("harness.judge crashed (TypeError: can't convert meta device type tensor to numpy): build_model's change to "
-       "torch's default device reaches the function check's batches, outside any try", raises=TypeError)
 def test_default_device_changed_by_build_model(session, baseline):
     try:
         v = judge(Submission("meta", FAST, build_model=lambda m: (torch.set_default_device("meta"), m)[1]), session,
                   baseline=baseline)
     finally:
         torch.set_default_device(None)
-    assert v.refused and "meta" in " ".join(v.reasons), v.reasons
+    # put back when build_model returns: judged as the honest network it is, and the judge did not crash
+    assert not v.refused and torch.get_default_device().type == "cpu", v.reasons
 
 
 def _exits(m):
@@ -490,9 +486,7 @@ EXITS = [  # (the network, what it does, why it got through)
 CATALOGUE.extend(("ladder", what) for _, what, _ in EXITS)
 
 
-@pytest.mark.parametrize("build", [pytest.param(b, id=what, marks=_hole(f"harness.judge crashed: {why}",
-                                                                         raises=SystemExit))
-                                   for b, what, why in EXITS])
+@pytest.mark.parametrize("build", [pytest.param(b, id=what) for b, what, _ in EXITS])
 def test_system_exit_from_the_submission(session, baseline, build):
     v = judge(Submission("exits", FAST, build_model=build), session, baseline=baseline)
     assert v.refused and "SystemExit" in v.reasons[0]
@@ -526,9 +520,6 @@ class Sleeps(_Wrap):
 
 
 @attempt("ladder", "a slowed run from another session passed as the baseline")
-@_hole("judge takes any verdict it made in this process as the baseline, from any session and of any submission: a "
-       "baseline slowed by a sleep in its forward multiplies the entry's speed-up (and its bound) about 6x; the rank, "
-       "by img/s, is unchanged")
 def test_a_slowed_baseline_from_another_session(session, tmp_path):
     other = tiny_session(TINY, matmul_tflops=0.2)
     slow = judge(Submission("baseline", FAST, build_model=Sleeps), other)
@@ -699,8 +690,6 @@ def test_stdout_flood(session, capsys):
 
 
 @attempt("to-target", "build_model raises SystemExit before the training is judged")
-@_hole("judge_training crashed: its build_model is wrapped in `except Exception`, and SystemExit passes it (its timed "
-       "call catches BaseException)", raises=SystemExit)
 def test_system_exit_from_build_model_to_target(session):
     v = judge_training(sgd(), session, EASY, build_model=_exits)
     assert v.stopped == "before training" and "SystemExit" in v.reasons[0]
@@ -722,8 +711,6 @@ class QuitsWhenChecked(_Wrap):
 
 
 @attempt("to-target", "the returned network raises a BaseException in the judge's end check")
-@_hole("judge_training crashed: the function check after the call runs the network with `except Exception` only; a "
-       "BaseException from its forward ends the judging", raises=_Quit)
 def test_base_exception_in_the_end_check(session):
     def train(model, data, device):
         out = sgd()(model, data, device)
@@ -869,7 +856,8 @@ def test_default_device_changed_before_returning(session):
         v = judge_training(train, session, EASY)
     finally:
         torch.set_default_device(None)
-    assert not v.reached and "meta tensor" in v.checks["same_function"][1], v.reasons
+    # put back when the function returns: the run is judged on its trained weights, as it would have been
+    assert v.reached and torch.get_default_device().type == "cpu", v.reasons
 
 
 # == the class judge: classroom.judge_class =========================================================================
@@ -989,11 +977,7 @@ if sandbox.landlock_abi() >= 6:  # elsewhere it could stop this test's own proce
         os.killpg(group, signal.SIGSTOP)
         """), "the file did not import: PermissionError: [Errno 1] Operation not permitted")
 
-_CLASS_HOLES = {
-    "gate_junk.py": "refused, but for another reason: the judge reads the junk byte, kills the process group, and "
-                    "classroom._verdict reports the process's end (killed by signal 9 (SIGKILL)) before run_gated's "
-                    "`broke`, so the reason blames a crash instead of naming the pipe write",
-}
+_CLASS_HOLES: dict[str, str] = {}  # every class attempt is refused for what it did
 CATALOGUE.extend(("class mode", what) for what, _, _ in CLASS.values())
 
 

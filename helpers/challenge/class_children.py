@@ -91,7 +91,7 @@ class _PipeGate:
     def done(self, model, mapping) -> None:
         import torch
 
-        params = dict(model.named_parameters())
+        params = dict(torch.nn.Module.named_parameters(model))  # not an override of the submission's
         where = {ref: (sub, sl) for ref, sub, sl in mapping}
         off = 0
         with torch.no_grad():

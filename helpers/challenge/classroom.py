@@ -82,6 +82,9 @@ __all__ = ["judge_class", "ClassResult", "Judged", "main"]
 #: Seconds a submission may run (its process: import, the function check, rehearsal, timed call, held-out
 #: evaluation) by default.
 TIME_LIMIT_S = {"smoke": 300.0, "full": 900.0}
+#: Seconds the session's own process may take at least (the ceilings measured, the start weights made once for every
+#: submission: at smoke scale a warm start trained on 4,096 images), whatever the submissions' limit.
+SESSION_LIMIT_S = 600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +194,8 @@ def judge_class(folder: Path | str, *, out_dir: Path | str | None = None, time_l
     (out / "setup.json").write_text(json.dumps(setup))
     say(f"measuring this machine's ceilings and reading the accuracy target (once, for {_count(len(files))}) ...")
     proc = run_limited([python, "-m", "helpers.challenge.class_children", "--session-setup",
-                        str(out / "setup.json"), "--result", str(session_file)], out / "session.log", limit)
+                        str(out / "setup.json"), "--result", str(session_file)], out / "session.log",
+                       max(limit, SESSION_LIMIT_S))
     if proc.outcome != "done" or not session_file.exists():
         raise RuntimeError(f"the session did not start ({proc.why}); its log: {out / 'session.log'}\n{proc.tail}")
     session = json.loads(session_file.read_text())  # this process's copy: what every run is checked against
@@ -372,12 +376,12 @@ def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: 
     def refused(*why: str, name: str = f.stem, figures: dict | None = None, checks: dict | None = None) -> Judged:
         return Judged(f.name, name, False, tuple(why), figures or {}, checks or {}, configuration, wall)
 
+    if gated.broke:  # first: the judge ended the process for it, so its end says nothing more
+        return refused(gated.broke + ": the harness in its process talks to the judge, not the submission")
     if proc.outcome != "done":
         lines = [line for line in proc.tail.splitlines() if line.strip()]
         last = f"; its last output: {_printable(lines[-1], 160)}" if lines else ""
         return refused(proc.why + last)
-    if gated.broke:
-        return refused(gated.broke + ": the harness in its process talks to the judge, not the submission")
     data, why = _evidence(result)
     if data is None:
         return refused(why)

@@ -46,8 +46,8 @@ from ..models import ReferenceCNN
 from ..train import SpotStep
 from .accuracy import _heldout, runs_channels_last
 
-__all__ = ["Tolerance", "TOLERANCES", "MAX_CHECK_BATCH", "FunctionCheck", "check_function", "map_parameters",
-           "SpotCheck", "SpotCheckFailed", "SpotGap", "fresh_seed", "one_line", "spot_precision"]
+__all__ = ["own_parameters", "grad_of", "restored_defaults", "Tolerance", "TOLERANCES", "MAX_CHECK_BATCH",
+           "FunctionCheck", "check_function", "map_parameters", "SpotCheck", "SpotCheckFailed", "SpotGap", "fresh_seed", "one_line", "spot_precision"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +163,33 @@ def _grad_gap(got: torch.Tensor, want: torch.Tensor) -> float:
 
 # -- where the submission keeps the reference's parameters -------------------------------------------------------
 
+def own_parameters(model: nn.Module) -> dict[str, nn.Parameter]:
+    """``model``'s parameters by name, as :class:`torch.nn.Module` finds them: an override of ``named_parameters``
+    or ``parameters`` in the submission's class is never asked (it could hide weights, or make gradients only when
+    read)."""
+    return dict(nn.Module.named_parameters(model))
+
+
+@contextlib.contextmanager
+def restored_defaults():
+    """Around the submission's code: what it sets process-wide (the default device, the default dtype, grad mode)
+    is put back as it was when it returns or raises, so the harness's own tensors after it are made as they would be
+    (a default device of "meta" left behind crashed the judge, 2026-11-26)."""
+    device, dtype, grad = torch.get_default_device(), torch.get_default_dtype(), torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        if torch.get_default_device() != device:
+            torch.set_default_device(None if device.type == "cpu" else device)
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+
+
+def grad_of(p: torch.Tensor) -> torch.Tensor | None:
+    """``p.grad`` as autograd left it: a ``grad`` property of a Parameter subclass is never asked."""
+    return torch._C.TensorBase.grad.__get__(p)
+
+
 Mapping = tuple[tuple[str, str, tuple[slice, ...]], ...]  # (reference name, submission name, slice of it)
 
 
@@ -191,7 +218,7 @@ def map_parameters(model: nn.Module, reference: nn.Module) -> tuple[Mapping, lis
     start of a run): ``(mapping, missing)``. A parameter of ``model`` stands for one of ``reference`` when it holds
     its values (all of them, or padded at the end of each dimension); same names are tried first, then the same
     name with modules inserted, then the rest in order. ``missing``: reference parameters found nowhere."""
-    subs = list(model.named_parameters())
+    subs = list(own_parameters(model).items())
     claimed: set[str] = set()
     mapping, missing = [], []
     for ref_name, ref_p in reference.named_parameters():
@@ -262,7 +289,9 @@ def _run(what: str, fn):
         return fn()
     except _Refused:
         raise
-    except Exception as e:  # noqa: BLE001 - whatever the submission raises is a reason to refuse it
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - whatever the submission raises is a reason to refuse it
         raise _Refused(f"it raised {one_line(e)} {what}; it must run the reference network's input, "
                        "(N, 3, H, W) images, and return the logits, (N, 10)") from None
 
@@ -284,7 +313,9 @@ def check_function(model: nn.Module, reference: nn.Module, *, image_size: int, b
         return _check(model, reference, x_train, y, x_eval, channels_last, tol, seed)  # seed: for the result
     except _Refused as e:
         return FunctionCheck(False, str(e), seed=seed, batch=batch)
-    except Exception as e:  # noqa: BLE001 - anything else the submission makes go wrong is a reason too
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - anything else the submission makes go wrong is a reason too
         return FunctionCheck(False, f"checking it raised {one_line(e)}", seed=seed, batch=batch)
 
 
@@ -292,7 +323,9 @@ def _check(model, reference, x_train, y, x_eval, channels_last, tol: Tolerance, 
     device, n = x_train.device, x_train.shape[0]
     try:
         sub = copy.deepcopy(model)
-    except Exception as e:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 (SystemExit and its kin too)
         raise _Refused(f"the harness could not copy it to check it (copy.deepcopy raised {one_line(e)}): build "
                        "an nn.Module from the reference network (compile with TrainConfig(compile=True))") from None
     ref = copy.deepcopy(reference)
@@ -324,9 +357,9 @@ def _check(model, reference, x_train, y, x_eval, channels_last, tol: Tolerance, 
         if not share <= tol.logits:
             differed.append(f"{mode}-mode logits by up to {diff:.3g} ({share:.1%} of the largest)")
     mapping, missing = map_parameters(sub, ref)
-    subs, refs = dict(sub.named_parameters()), dict(ref.named_parameters())
+    subs, refs = own_parameters(sub), dict(ref.named_parameters())
     pairs = [("the input", xs.grad, xr.grad)]
-    pairs += [(r, None if subs[s].grad is None else subs[s].grad[sl], refs[r].grad) for r, s, sl in mapping]
+    pairs += [(r, None if grad_of(subs[s]) is None else grad_of(subs[s])[sl], refs[r].grad) for r, s, sl in mapping]
     none, bad, worst = [], [], 0.0
     for name, g, w in pairs:
         if g is None:
@@ -395,6 +428,9 @@ class SpotCheck:
         with torch.device("meta"):  # only its forward is used, on the submission's weights: no memory of its own
             self._reference = ReferenceCNN(image_size)
         self._model, self._mapping = model, mapping
+        # the parameter objects themselves, taken now (before training): read directly at the step, never through a
+        # method of the submission's network that could make gradients only when asked
+        self._params = own_parameters(model)
         self.precision, self.steps = precision, steps
         self._rng = rng if rng is not None else random.SystemRandom()
         self.tolerance = TOLERANCES[precision]
@@ -431,7 +467,7 @@ class SpotCheck:
         fp32 (views where they are fp32 already)."""
         if self._copied is not None:
             return {r: w.detach().clone().requires_grad_(grad) for r, w in self._copied[0].items()}
-        params = dict(self._model.named_parameters())
+        params = self._params
         return {r: params[s].detach()[sl].float().requires_grad_(grad) for r, s, sl in self._mapping}
 
     def reference_logits(self, x: torch.Tensor, *, autocast: torch.dtype | None = None) -> torch.Tensor:
@@ -464,9 +500,9 @@ class SpotCheck:
         fp32, divided by the GradScaler's scale where fp16 scaled them."""
         if self._copied is not None:
             return self._copied[1]
-        params = dict(self._model.named_parameters())
+        params = self._params
         scale = step.grad_scale or 1.0
-        return {r: None if params[s].grad is None else params[s].grad.detach()[sl].float() / scale
+        return {r: None if grad_of(params[s]) is None else grad_of(params[s]).detach()[sl].float() / scale
                 for r, s, sl in self._mapping}
 
     def _overflows(self, x: torch.Tensor) -> bool:

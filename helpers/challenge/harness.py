@@ -44,7 +44,7 @@ from ..monitor import Monitor, MonitorRecord, MonitorSummary
 from ..train import TrainConfig, TrainResult, Trainer, explain_out_of_memory, raise_freed
 from .accuracy import accuracy_check, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_function, one_line, \
-    spot_precision
+    restored_defaults, spot_precision
 from .rules import RuleBroken, Rules
 from .start import start_model
 
@@ -198,8 +198,11 @@ def _build(sub: Submission, reference: nn.Module, device: torch.device) -> nn.Mo
     model = copy.deepcopy(reference)
     if sub.build_model is not None:
         try:
-            model = sub.build_model(model)
-        except Exception as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
+            with restored_defaults():
+                model = sub.build_model(model)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
             raise _Stop(f"build_model raised {one_line(e)}: it must take the reference network and return the "
                         "network to train, built from it") from None
         if not isinstance(model, nn.Module):
@@ -207,7 +210,9 @@ def _build(sub: Submission, reference: nn.Module, device: torch.device) -> nn.Mo
                         "(an nn.Module), built from the reference network it was given")
     try:
         return model.to(device)
-    except Exception as e:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 (SystemExit and its kin too)
         raise _Stop(f"moving it to {device} raised {one_line(e)}") from None
 
 
@@ -252,6 +257,7 @@ class _Recorded:
     step_ms: float
     images_seen: int
     raw: _Raw | None = None  # None: a run that stopped before its figures were measured
+    session: str = ""  # the session it was judged in (its rules, ceilings and FLOPs, as text)
 
 
 #: judge's record of every verdict it made in this process, by the verdict's token. A verdict edited afterwards
@@ -277,10 +283,10 @@ def _raw(v: Verdict, session: Session, baseline: Verdict | None) -> _Raw | None:
                 session.flops_per_image, session.ceilings.bounds, base)
 
 
-def _record(v: Verdict, raw: _Raw | None) -> Verdict:
+def _record(v: Verdict, raw: _Raw | None, session: Session) -> Verdict:
     token = secrets.token_hex(16)
     _RECORDED[token] = _Recorded(tuple(v.figures().items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
-                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen, raw)
+                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen, raw, repr(session))
     return dataclasses.replace(v, token=token)
 
 
@@ -344,11 +350,15 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
     """
     if baseline is not None:
         try:
-            _recorded(baseline, what="no run can be measured against it")
+            rec = _recorded(baseline, what="no run can be measured against it")
         except leaderboard.EntryRefused as e:
             raise RuleBroken(f"the baseline {e}") from None
+        if rec.session != repr(session):
+            raise RuleBroken(f"the baseline {baseline.name!r} was judged in another session (other rules, ceilings or "
+                             "device): a speed-up is measured against the baseline of the same session; judge the "
+                             "baseline in this one")
     v = _judge(sub, session, baseline=baseline, monitor=monitor, live=live, profile=profile)
-    return _record(v, _raw(v, session, baseline))
+    return _record(v, _raw(v, session, baseline), session)
 
 
 def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monitor: Monitor | None,
@@ -394,7 +404,8 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         with mon.phase(f"{sub.name}: set-up"):
             trainer = Trainer(cfg, model=model, spot_check=spot, spot_draw=spot.draw)  # drawn after each step ran
         # the peak over the whole run: under CUDA graphs the activations are allocated when the graph is recorded
-        result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
+        with restored_defaults():
+            result = trainer.run(monitor=mon, boxed=False, phase_prefix=f"{sub.name}: ", peak_over="run")
         try:  # the step copied during the run, compared now: nothing of the check was taken out of the run's time
             with mon.phase(f"{sub.name}: spot check (the step copied in training)"):
                 spot.finish()
@@ -415,7 +426,9 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
     except SpotCheckFailed as e:
         checks["same_function"] = (False, str(e))
         stop = f"in training, at step {spot.step} of {total_steps}"
-    except Exception as e:  # noqa: BLE001 - the submission's failure is a refusal, with the exception
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the submission's failure is a refusal, with the exception
         if result is None:
             done = trainer.steps_done if trainer is not None else 0
             checks["images_seen"] = (False, f"training stopped at step {done} of {total_steps}: it raised "

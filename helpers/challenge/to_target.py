@@ -59,7 +59,7 @@ from .. import env, leaderboard, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
 from .accuracy import AccuracyTarget, heldout_accuracy, trained_reference
-from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line
+from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
 from .harness import Session
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
@@ -289,8 +289,11 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     model = copy.deepcopy(start)
     if build_model is not None:
         try:
-            model = build_model(model)
-        except Exception as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
+            with restored_defaults():
+                model = build_model(model)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: BLE001 - the learner's code: its failure is a reason, not a crash
             checks["same_function"] = (False, f"build_model raised {one_line(e)}")
             return _stopped(name, checks, threshold, "before training", bounded=bounded)
         if not isinstance(model, nn.Module):
@@ -310,7 +313,7 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     rehearsal = HandOut(limit_batches=rehearsal_batches)
     try:
         # what the function prints while it rehearses on random images is not the run's: kept off the output
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), restored_defaults():
             train(copy.deepcopy(model), _random_data(rules.dataset_size, rules.image_size, rehearsal), device)
     except RehearsalOver:
         pass
@@ -346,7 +349,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
             clock.sync()  # the weights of now: every step handed out so far has finished
             try:
                 spot["copy"] = copy.deepcopy(model)
-            except Exception as e:  # noqa: BLE001 - a network the harness cannot copy cannot be checked
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - a network the harness cannot copy cannot be checked
                 spot["copy"] = e
 
     hand_out = HandOut(on_batch=on_batch)
@@ -361,7 +366,8 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         with mon.phase(f"{name}: timed"):
             clock.start()
             try:
-                returned = train(model, data, device)
+                with restored_defaults():
+                    returned = train(model, data, device)
                 clock.sync()
                 # the call's work is done when it returns: what it left running is waited for, on the clock
                 left = _left_running(threads_before, children_before, LEFT_RUNNING_GRACE_S)
@@ -411,7 +417,9 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         checks["images_seen"] = (True, f"{hand_out.images:,} images handed out by the harness")
     try:
         judged = trained_reference(model, check.mapping, rules.image_size)
-    except Exception as e:  # noqa: BLE001 - a parameter the function removed or replaced: a reason, not a crash
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a parameter the function removed or replaced: a reason, not a crash
         checks["same_function"] = (False, f"the network returned no longer holds the reference's parameters "
                                           f"({one_line(e)}): train the network you were given, as it was built")
         return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
@@ -473,7 +481,9 @@ def _spot_check(copied, mapping, rules, batch: int):
         return FunctionCheck(False, f"the harness could not copy the network to check it ({one_line(copied)})")
     try:
         reference = trained_reference(copied, mapping, rules.image_size)
-    except Exception as e:  # noqa: BLE001 - a parameter the function removed or replaced
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a parameter the function removed or replaced
         return FunctionCheck(False, f"it no longer held the reference's parameters ({one_line(e)})")
     return check_function(copied, reference, image_size=rules.image_size, batch=batch, seed=fresh_seed(),
                           heldout=rules.heldout)
