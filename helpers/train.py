@@ -346,8 +346,10 @@ class Trainer:
         if cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.model = model
-        # nn.Module's own parameters(): not an override of the network's (it could hand the optimizer fewer)
-        self.optimizer = torch.optim.SGD(nn.Module.parameters(model), lr=cfg.lr, momentum=cfg.momentum,
+        # nn.Module's own named_parameters(), never an override of the network's (which its parameters() would call):
+        # an override could hand the optimizer fewer
+        self.optimizer = torch.optim.SGD([p for _, p in nn.Module.named_parameters(model)], lr=cfg.lr,
+                                         momentum=cfg.momentum,
                                          fused=True if cfg.fused_optimizer else None)
         self.loss_fn = nn.CrossEntropyLoss()
         mode = None if cfg.compile_mode == "default" or cfg.compile_backend != "inductor" else cfg.compile_mode

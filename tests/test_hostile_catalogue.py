@@ -366,7 +366,8 @@ class Float64Logits(_Wrap):
 def test_logits_in_another_dtype(session, baseline, honest_weights, evaluated):
     v = judge(Submission("f64", FAST, build_model=Float64Logits), session, baseline=baseline)
     # the same function (its loss in float64): the weights an honest run trains, to float32's rounding
-    assert not v.refused and _same_weights(evaluated[0], honest_weights["ladder"], rtol=1e-4), v.reasons
+    # (1e-3: an AVX2-only CPU's kernels round the two losses' gradients apart by more than 1e-4 over four steps)
+    assert not v.refused and _same_weights(evaluated[0], honest_weights["ladder"], rtol=1e-3), v.reasons
 
 
 class ElevenLogits(_Wrap):
@@ -1001,7 +1002,8 @@ def judged_class(tmp_path_factory):
         mp.setenv("HELPERS_SCALE", "smoke")
         mp.setenv("HELPERS_RESULTS", str(folder.parent / "results"))
         mp.setenv("HELPERS_CACHE", str(folder.parent / "cache"))
-        board = leaderboard.default_path("smoke")
+        # a board of this class's own (the default path is read once per process: an earlier test's class is on it)
+        board = folder.parent / "results" / "class-board.sqlite"
         res = classroom.judge_class(folder, out_dir=folder.parent / "judged", time_limit_s=240,
                                     leaderboard_path=board, ceilings=_class_ceilings(), say=lines.append)
         cache = sorted((p.relative_to(folder.parent / "cache"), p.read_bytes()) for p in

@@ -47,7 +47,8 @@ from ..train import SpotStep
 from .accuracy import _heldout, runs_channels_last
 
 __all__ = ["own_parameters", "grad_of", "restored_defaults", "Tolerance", "TOLERANCES", "MAX_CHECK_BATCH",
-           "FunctionCheck", "check_function", "map_parameters", "SpotCheck", "SpotCheckFailed", "SpotGap", "fresh_seed", "one_line", "spot_precision"]
+           "FunctionCheck", "check_function", "map_parameters", "SpotCheck", "SpotCheckFailed", "SpotGap",
+           "fresh_seed", "one_line", "spot_precision"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -341,12 +341,13 @@ def judge(sub: Submission, session: Session, *, baseline: Verdict | None = None,
 
     Before training, the network must compute the reference's function on the same weights (training and
     evaluation mode, gradients, on held-out images drawn now: :func:`~.function_check.check_function`); if it does
-    not, the run is refused there and not trained. In training, one step (drawn after it ran) is compared with the
-    reference network (:class:`~.function_check.SpotCheck`); a difference stops the run. An exception from the submission
-    ends in a refused verdict that names it. Raises :class:`RuleBroken` for a configuration the harness cannot run
-    as the rules say (a batch that does not divide the images, other data) or for a ``baseline`` that is not a
-    verdict judge made in this process as it made it, and the explained out-of-memory error for a run that does not
-    fit the GPU. The verdict returned is recorded (:meth:`Verdict.entry` ranks that record).
+    not, the run is refused there and not trained. In training, one step (drawn after it ran) is copied and, after
+    the run, compared with the reference network (:class:`~.function_check.SpotCheck`); a difference refuses the
+    run. An exception from the submission (SystemExit too) ends in a refused verdict that names it. Raises
+    :class:`RuleBroken` for a configuration the harness cannot run as the rules say (a batch that does not divide
+    the images, other data) or for a ``baseline`` that is not a verdict judge made in this process, in this
+    session, as it made it, and the explained out-of-memory error for a run that does not fit the GPU. The verdict
+    returned is recorded (:meth:`Verdict.entry` ranks that record).
     """
     if baseline is not None:
         try:
