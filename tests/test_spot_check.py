@@ -134,7 +134,8 @@ class Peeks(nn.Module):
             frame = frame.f_back
         if self.training and trainers:
             trainer = trainers[0]
-            state = [{k: v for k, v in vars(s).items() if k not in ("_model", "_reference", "_rng")} for s in spots]
+            state = [{k: v for k, v in vars(s).items() if k not in ("_model", "_reference", "_rng", "_params")}
+                     for s in spots]  # (_params: the parameter objects, whose values train)
             self.seen.append({"step": trainer.steps_done, "spots": spots, "state": repr(state),
                               "fixed": trainer.steps_done in trainer._spot_steps, "locals": locals_})
         return self.m(x)
