@@ -197,7 +197,8 @@ def _ppid_and_group(pid: int) -> tuple[int, int, str] | None:
     return int(fields[1]), int(fields[2]), fields[0]
 
 
-def _processes() -> dict[int, tuple[int, int, str]]:
+def processes() -> dict[int, tuple[int, int, str]]:
+    """Every process /proc shows: pid → (parent pid, process group, state letter)."""
     out = {}
     for p in Path("/proc").glob("[0-9]*"):
         info = _ppid_and_group(int(p.name))
@@ -216,12 +217,12 @@ class Reaper:
     def before(self) -> None:
         """Note the judge's own children now (a test's helpers, a resource tracker): they are not leftovers."""
         me = os.getpid()
-        self._mine_before = {pid for pid, (ppid, _, _) in _processes().items() if ppid == me}
+        self._mine_before = {pid for pid, (ppid, _, _) in processes().items() if ppid == me}
 
     def leftovers(self, child: int) -> list[tuple[int, bool]]:
         """Processes still running that descend from ``child`` (which has ended) or were re-parented to the judge
         since :meth:`before`, each with whether it left ``child``'s process group (``setsid``, ``setpgid``)."""
-        me, procs = os.getpid(), _processes()
+        me, procs = os.getpid(), processes()
         roots = {pid for pid, (ppid, _, state) in procs.items()
                  if state != "Z" and ((ppid == me and pid not in self._mine_before and pid != child) or ppid == child)}
         found, frontier = set(roots), list(roots)

@@ -60,6 +60,7 @@ from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
 from .accuracy import AccuracyTarget, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
+from . import sandbox
 from .harness import Session
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
@@ -221,15 +222,8 @@ LEFT_RUNNING_GRACE_S = 2.0
 
 def _children() -> set[int]:
     """The processes this one started and that still run (zombies left out), read from /proc (empty elsewhere)."""
-    me, found = os.getpid(), set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.add(int(stat.parent.name))
-    return found
+    me = os.getpid()
+    return {pid for pid, (ppid, _, state) in sandbox.processes().items() if ppid == me and state != "Z"}
 
 
 def _left_running(threads_before: set[int], children_before: set[int], grace_s: float) -> list[str]:
