@@ -19,7 +19,7 @@ from helpers.challenge.harness import readable_table as harness_readable_table  
 from helpers.challenge.report import reflection, write_report
 from helpers.challenge.step_roofline import step_costs, step_roofline
 from helpers.inference import serve_sweep
-from helpers.challenge.rules import RuleBroken, Rules, same_function
+from helpers.challenge.rules import SIZES, RuleBroken, Rules, same_function
 from helpers.kernels.relu_pool_triton import fuse_relu_pool
 from fakes import tiny_challenge, tiny_session
 
@@ -76,6 +76,21 @@ def test_a_small_gpu_gets_a_sixth_of_the_images_at_the_baselines_batch(monkeypat
     assert "batch 32" in small.final.why_mfu and "Triton" in large.final.why_mfu
     with pytest.raises(ValueError, match="no challenge size 'tiny'; the sizes are: gpu, small-gpu, smoke"):
         Rules.at_scale("full", "tiny")
+
+
+def test_each_challenge_is_named_the_course_s_or_one_of_its_own_with_its_target():
+    from helpers.challenge.accuracy import time_target
+
+    for size in SIZES:
+        rules = Rules.at_scale("smoke" if size == "smoke" else "full", size=size)
+        course = time_target(rules).threshold
+        assert rules.is_course and rules.challenge().startswith(f"the course's {size} challenge: {rules.images:,} ")
+        assert rules.challenge(course).startswith(f"the course's {size} challenge: to {100 * course:.6g}% on "
+                                                  f"{rules.to_target_heldout:,} held-out, at {rules.image_size}² ")
+        assert rules.challenge(course - 0.01).endswith(", a target of its own")
+        other = dataclasses.replace(rules, images=rules.images // 2)
+        assert not other.is_course and other.challenge().startswith(f"rules of its own ({size!r})")
+    assert len({Rules.at_scale("full", size=s).challenge() for s in SIZES}) == len(SIZES)
 
 
 def test_other_data_is_refused():

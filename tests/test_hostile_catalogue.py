@@ -501,16 +501,18 @@ def test_fewer_images_with_fit_off(session, baseline):
 
 
 @attempt("ladder", "judged under rules of its own: a smaller challenge (8x8 images), ranked beside the real one")
-@_hole("harness.judge and leaderboard.add take a Session on any Rules: a run of 64 images at 8x8 is sealed and ranked "
-       "on the device's ladder with the runs at the course's size (one row per configuration, all ranked together by "
-       "img/s: about 4x the img/s of the same loop at the course's smoke rules, 32x32, on this CPU)")
-def test_rules_of_its_own(tmp_path):
+def test_rules_of_its_own(session, honest, tmp_path):
     small = Rules(images=64, image_size=8, dataset_size=64, heldout=64, size="mine")
     cfg = TrainConfig(batch_size=16, warmup_steps=1, data="gpu", image_size=8, dataset_size=64)
     v = judge(Submission("small images", cfg), tiny_session(small, matmul_tflops=50.0))
     db = tmp_path / "board.sqlite"
-    with pytest.raises((leaderboard.EntryRefused, RuleBroken)):
-        leaderboard.add(v.entry(path=db), path=db)
+    leaderboard.add(honest.entry(path=db), path=db)
+    added = leaderboard.add(v.entry(path=db), path=db)
+    # ranked only among runs of its own rules, on a board whose heading says so; the honest run's board is its own
+    assert (added.rank, added.of) == (1, 1) and added.challenge == small.challenge() != session.rules.challenge()
+    assert "rules of its own ('mine'): 64 images at 8²" in str(added)
+    boards = {b.challenge: list(t["name"]) for b, t in leaderboard.tables(path=db).items()}
+    assert boards == {session.rules.challenge(): ["honest"], small.challenge(): ["small images"]}
 
 
 class Sleeps(_Wrap):
@@ -563,23 +565,25 @@ def test_a_fake_compile_wrapper(session, honest_weights, evaluated):
     assert v.reached and _same_weights(evaluated[0], honest_weights["to-target"]), v.reasons
 
 
-@attempt("to-target", "a worker thread started in the rehearsal keeps working after the timed call returns")
-@_hole("threads are 'new' only if started inside the timed call: one started in the rehearsal (outside the clock) "
-       "works on after the call returned, unseen and unrefused; what it changes lands in the judged weights only in "
-       "the milliseconds before the judge copies them (no measurable gain shown)")
+@attempt("to-target", "a worker thread started in the rehearsal keeps training after the timed call returns")
 def test_a_thread_from_the_rehearsal_left_running(session):
-    go, stop, calls = threading.Event(), threading.Event(), []
+    go, stop, calls, timed = threading.Event(), threading.Event(), [], {}
 
-    def worker():
+    def worker():  # started outside the clock; trains the timed run's network once that call has returned
         go.wait(60)
-        stop.wait(1.0)  # "still training" for a second after the call returned
+        while not stop.is_set():
+            with torch.no_grad():
+                timed["model"].fc2.bias.add_(1e-3)
+            time.sleep(0.005)
 
     def train(model, data, device):
         calls.append(1)
         if len(calls) == 1:  # the rehearsal: outside the clock
             threading.Thread(target=worker, name="rehearsal worker", daemon=True).start()
         out = sgd()(model, data, device)
-        go.set()
+        if len(calls) == 2:
+            timed["model"] = model
+            go.set()
         return out
 
     try:
@@ -587,7 +591,8 @@ def test_a_thread_from_the_rehearsal_left_running(session):
     finally:
         go.set()
         stop.set()
-    assert not v.reached and "work still running" in v.checks["images_seen"][1], v.reasons
+    assert not v.reached and "the network changed after the function returned (fc2.bias differs" in \
+        v.checks["same_function"][1], v.reasons
 
 
 @pytest.fixture
@@ -641,8 +646,6 @@ def _double_fork(seconds: float) -> int:
 
 
 @attempt("to-target", "a daemon (double fork, setsid) left running after the timed call")
-@_hole("to_target looks for processes left running among the process's own children only: a grandchild whose parent "
-       "ended (double fork) is not seen, and the run is not refused (the class judge, a subreaper, does find it)")
 def test_a_daemon_left_running(session, left_behind):
     def train(model, data, device):
         out = sgd()(model, data, device)
@@ -723,34 +726,34 @@ def test_base_exception_in_the_end_check(session):
 
 
 @attempt("to-target", "trains on the held-out images, regenerated inside the timed call")
-@_hole("in the notebook the held-out draw is public (helpers.data.heldout_images, seed 0, the default stream): a "
-       "function that takes one batch and memorises the held-out images reaches 95% against the honest run's 9% "
-       "(the class judge draws a stream no submission knows)")
-def test_trains_on_the_held_out_images(session, honest_run):
+def test_trains_on_the_held_out_images(session):
     rules = session.rules
 
-    def train(model, data, device):
-        for _ in data.on_device(device, batch_size=16):
-            break
-        images, labels = _data.heldout_images(rules.heldout, seed=0, task=rules.task)
-        x = _data.gpu_resize_normalize(torch.from_numpy(images).permute(0, 3, 1, 2).to(device), data.image_size)
-        y = torch.as_tensor(labels).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        for _ in range(30):
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return model
+    def memorises(stream):
+        def train(model, data, device):
+            for _ in data.on_device(device, batch_size=16):
+                break
+            images, labels = _data.heldout_images(rules.heldout, seed=0, task=rules.task, stream=stream)
+            x = _data.gpu_resize_normalize(torch.from_numpy(images).permute(0, 3, 1, 2).to(device), data.image_size)
+            y = torch.as_tensor(labels).to(device)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for _ in range(30):
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return model
+        return train
 
-    v = judge_training(train, session, EASY)
-    assert not v.reached or v.accuracy <= honest_run.accuracy + 0.2, (v.accuracy, honest_run.accuracy)
+    # the public held-out draw (what any code can regenerate), and for comparison as many images of another draw
+    public = judge_training(memorises(_data.HELDOUT_STREAM), session, EASY, name="the public held-out images")
+    other = judge_training(memorises(987_654_321), session, EASY, name="as many other images")
+    # judged on images drawn after it returned: learning the public draw gains no more than learning any other
+    # images does (64 held-out images: each accuracy's standard error is about 6 points)
+    assert public.accuracy <= other.accuracy + 0.25, (public.accuracy, other.accuracy)
 
 
 @attempt("to-target", "a collate_fn that repeats the labels, to be counted a hundred times")
-@_hole("TrainingData counts a loader's batch by its labels' length, and the collate_fn is the learner's: labels "
-       "repeated 100x count 25,600 images for 256 trained, and img/s and MFU on the entry grow 100x (the rank, by "
-       "time, is unchanged)")
 def test_labels_repeated_by_the_collate_fn(session):
     def train(model, data, device):
         loader = data.loader(batch_size=16, transform=_data.reference_transform(data.image_size),
@@ -776,8 +779,6 @@ def _one_batch(model, data, device):
 
 
 @attempt("to-target", "judged against a target of its own making (0%)")
-@_hole("judge_training takes the target as an argument and the leaderboard checks only accuracy >= the target the "
-       "entry carries: a function that takes one batch, judged against 0%, is sealed and ranked first by its time")
 def test_a_target_of_its_own(session, tmp_path):
     db = tmp_path / "board.sqlite"
     course = AccuracyTarget("course", (0.05, 0.05), device="test", date="today")  # what the honest run reaches here
@@ -785,26 +786,25 @@ def test_a_target_of_its_own(session, tmp_path):
     leaderboard.add(honest.entry(session=session, path=db), path=db)
     mine = judge_training(_one_batch, session, AccuracyTarget("mine", (0.0, 0.0), device="mine", date="today"),
                           name="zero target")
-    with pytest.raises(leaderboard.EntryRefused):
-        leaderboard.add(mine.entry(session=session, path=db), path=db)
+    added = leaderboard.add(mine.entry(session=session, path=db), path=db)
+    # ranked only beside runs judged to the same target: a board of its own, whose heading names its 0% target
+    assert (added.rank, added.of) == (1, 1) and "to 0% on 64 held-out" in added.challenge, added
+    boards = {b.challenge: list(t["name"]) for b, t in leaderboard.tables(path=db, kind="to_target").items()}
+    assert boards[session.rules.challenge(honest.target)] == ["honest"] and len(boards) == 2
 
 
 @attempt("to-target", "a run that missed the target, its accuracy and checks edited before its entry")
-@_hole("TrainingVerdict.entry compares only the images and the time with the monitor's record: a run that missed "
-       "the target, with accuracy and checks replaced (dataclasses.replace), is sealed and ranked")
 def test_missed_run_with_accuracy_and_checks_edited(session, tmp_path):
     missed = judge_training(_one_batch, session, HARD, name="missed")
     assert not missed.reached
     forged = dataclasses.replace(missed, accuracy=1.0, checks={k: (True, "") for k in missed.checks})
     db = tmp_path / "board.sqlite"
-    with pytest.raises(leaderboard.EntryRefused):
+    with pytest.raises(leaderboard.EntryRefused, match="its time_to_target_s, accuracy, checks no longer match what "
+                                                       "judge_training measured"):
         leaderboard.add(forged.entry(session=session, path=db), path=db)
 
 
 @attempt("to-target", "one batch and back, at the course's smoke rules and target")
-@_hole("at smoke scale the warm start every run begins from already reaches the smoke target (about 85% against "
-       "78.3%): a function that takes one batch and returns reaches it in milliseconds and ranks first (a calibration "
-       "of the smoke target, not of the judge's code; at full scale the start is untrained)")
 def test_one_batch_at_the_smoke_rules():
     rules = Rules.at_scale("smoke")
     v = judge_training(_one_batch, tiny_session(rules), time_target(rules), name="one batch")
@@ -863,8 +863,9 @@ def test_default_device_changed_before_returning(session):
 
 # == the class judge: classroom.judge_class =========================================================================
 
-_HONEST = "from helpers.challenge.recipes import classic_training\ntrain = classic_training(batch_size=16, lr=0.01, " \
-          "images=256)\n"
+# the classic loop's recipe for one epoch (what the target measures): it reaches the target, at smoke scale too
+_HONEST = "from helpers.challenge.recipes import classic_training\ntrain = classic_training(batch_size=32, lr=0.01, " \
+          "images=1024)\n"
 _FORGED_FIGURES = {"time_to_target_s": 1e-4, "train_s": 1e-4, "img_per_s": 2.56e6, "accuracy": 1.0,
                    "target_accuracy": 0.0, "mfu_pct": 99.0}
 
@@ -1147,7 +1148,8 @@ def test_a_name_of_ten_thousand_characters(honest, tmp_path):
 @attempt("leaderboard", "an entry built by hand, every check passed, no seal")
 def test_an_entry_built_by_hand(honest, tmp_path):
     entry = leaderboard.Entry.of("first place", {**honest.figures(), "speedup": honest.speedup},
-                                 {k: True for k in leaderboard.LADDER.checks})
+                                 {k: True for k in leaderboard.LADDER.checks},
+                                 challenge=honest.entry(path=tmp_path / "board.sqlite").challenge)  # the honest one's
     with pytest.raises(leaderboard.EntryRefused, match="was not produced by the harness"):
         leaderboard.add(entry, path=tmp_path / "board.sqlite")
 

@@ -28,6 +28,7 @@ HEADER = {"device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11.0",
           "host_cpu": "Xeon (16 usable cores)", "date": "2026-11-23"}
 CONFIG = lb.configuration_of({"batch_size": 512, "dtype": "bf16", "compile": True})
 PASSED = {k: True for k in lb.CHECKS}
+CHALLENGE = "the course's gpu challenge: 24,576 images at 224² from 50,000 (seed 0), judged on 4,096 held-out"
 BASE, CEILING = 500.0, 30_000.0  # the session's baseline and compute ceiling, img/s
 
 
@@ -41,7 +42,7 @@ def _figures(img_per_s: float = 9000.0) -> dict:
 def _entry(name="fused pool", figures=None, checks=None, header=None, configuration=CONFIG):
     """An entry as the harness builds it, before the seal."""
     return lb.Entry(name, {**_figures(), **(figures or {})}, {**PASSED, **(checks or {})},
-                    {**HEADER, **(header or {})}, configuration)
+                    {**HEADER, **(header or {})}, configuration, challenge=CHALLENGE)
 
 
 def _sealed(db, *args, **kwargs):
@@ -82,9 +83,11 @@ def test_sealed_entries_are_written_whole_and_ranked_per_device(tmp_path):
     assert list(t["name"]) == ["fast", "slow"] and list(t.index) == [1, 2]
     assert t.loc[1, "mfu_pct"] == pytest.approx(100 * 5000 / CEILING) and pd.isna(t.loc[1, "gpm_sm_pct"])
     per_device = lb.tables(path=db)
-    assert set(per_device) == {lb.Board("NVIDIA H100 80GB HBM3", "ladder"), lb.Board("NVIDIA H200", "ladder")}
-    assert list(per_device[lb.Board("NVIDIA H200", "ladder")]["name"]) == ["other gpu"]
+    assert set(per_device) == {lb.Board("NVIDIA H100 80GB HBM3", "ladder", CHALLENGE),
+                               lb.Board("NVIDIA H200", "ladder", CHALLENGE)}
+    assert list(per_device[lb.Board("NVIDIA H200", "ladder", CHALLENGE)]["name"]) == ["other gpu"]
     assert str(lb.Board("NVIDIA H200", "ladder")) == "NVIDIA H200: the ladder's runs, fastest first (img/s)"
+    assert str(lb.Board("NVIDIA H200", "ladder", CHALLENGE)).endswith("(img/s); " + CHALLENGE)
     assert set(lb.entries(path=db)["configuration"]) == {CONFIG}
     assert lb.entries(path=db, kind="to_target").empty and lb.tables(path=db, kind="to_target") == {}
 
@@ -211,7 +214,7 @@ def test_a_check_the_harness_never_ran_is_named(tmp_path):
 def test_figures_typed_by_hand_with_every_check_passed_are_refused(tmp_path):
     db = tmp_path / "lb.sqlite"
     for typed in (_entry("typed by hand"), lb.Entry.of("typed by hand", _figures(20_000.0), PASSED, HEADER,
-                                                       configuration=CONFIG)):
+                                                       configuration=CONFIG, challenge=CHALLENGE)):
         with pytest.raises(lb.EntryRefused) as e:
             lb.add(typed, path=db)
         _refused(e, r"^'typed by hand' was not produced by the harness: make it with verdict\.entry\(name\) \(an "
@@ -269,7 +272,8 @@ def _tt_figures(seconds: float = 10.0, images: int = 49_152) -> dict:
 
 def _tt_entry(name="Ada", figures=None, checks=None, header=None, configuration="my loop"):
     return lb.Entry(name, {**_tt_figures(), **(figures or {})}, {**TT_PASSED, **(checks or {})},
-                    {**HEADER, **(header or {})}, configuration, kind="to_target")
+                    {**HEADER, **(header or {})}, configuration, kind="to_target",
+                    challenge="the course's gpu challenge: to 90% on 4,096 held-out, at 224² from 50,000 (seed 0)")
 
 
 def _tt_sealed(db, *args, **kwargs):
@@ -291,7 +295,7 @@ def test_runs_to_the_target_are_ranked_quickest_first_beside_the_ladder_in_one_f
     assert [(b.device, b.kind) for b in boards] == [("NVIDIA H100 80GB HBM3", "ladder"),
                                                      ("NVIDIA H100 80GB HBM3", "to_target"),
                                                      ("NVIDIA H200", "to_target")]
-    assert list(boards[lb.Board("NVIDIA H100 80GB HBM3", "ladder")]["name"]) == ["fused pool"]
+    assert list(boards[lb.Board("NVIDIA H100 80GB HBM3", "ladder", CHALLENGE)]["name"]) == ["fused pool"]
     assert str(lb.Board("NVIDIA H200", "to_target")) == ("NVIDIA H200: training to the accuracy target, quickest "
                                                          "first (seconds)")
 
@@ -360,6 +364,16 @@ def _version_2(db: Path) -> bytes:
     lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
     con = sqlite3.connect(db)
     con.execute("DROP TABLE to_target")
+    # the ladder's table as layout 2 made it: no challenge, one row per name, configuration and device
+    old = lb.store._schema(lb.LADDER).replace("entries", "entries_v2").replace(
+        "    challenge TEXT NOT NULL,\n", "").replace("UNIQUE (name, configuration, device, challenge)",
+                                                   "UNIQUE (name, configuration, device)")
+    assert "challenge" not in old
+    con.execute(old)
+    kept = ", ".join(["id", *lb.store._columns(lb.LADDER)[:-1]])
+    con.execute(f"INSERT INTO entries_v2 ({kept}) SELECT {kept} FROM entries")
+    con.execute("DROP TABLE entries")
+    con.execute("ALTER TABLE entries_v2 RENAME TO entries")
     con.execute("PRAGMA user_version = 2")
     con.commit()
     con.execute("VACUUM")
@@ -385,8 +399,9 @@ def test_a_file_of_the_earlier_layout_is_read_as_it_is_and_migrated_at_its_first
     assert lb.entries(path=db, kind="to_target").empty and [b.kind for b in lb.tables(path=db)] == ["ladder"]
     assert db.read_bytes() == before  # reading never writes
     added = lb.add(_tt_sealed(db), path=db)
-    assert added.outcome == "added" and _layout_of(db) == (3, {"entries", "to_target"})
+    assert added.outcome == "added" and _layout_of(db) == (4, {"entries", "to_target"})
     pd.testing.assert_frame_equal(lb.entries(path=db), ladder)  # the ladder's rows kept as they were
+    assert list(ladder["challenge"]) == [lb.store.UNNAMED]  # named as judged before challenges were
     assert list(lb.entries(path=db, kind="to_target")["name"]) == ["Ada"]
     assert lb.add(_sealed(db, "another", _figures(1000.0)), path=db).outcome == "added"  # the ladder still takes runs
 
@@ -686,3 +701,33 @@ def test_a_refusal_quotes_the_figures_it_computed_from_as_a_reader_takes_them_in
     with pytest.raises(lb.EntryRefused, match=r"29\.3×, .*: 20,000 ÷ 572\.3 = 34\.9×;"):
         entry._agree("typed", {"img_per_s": 20000.0, "speedup": 29.3193, "baseline_img_per_s": 572.347121,
                                "mfu_pct": 27.0, "speedup_bound": 113.0})
+
+
+def test_an_entry_is_ranked_only_beside_runs_of_its_own_challenge(tmp_path):
+    """Rules or a target of one's own make another challenge: its runs rank among themselves, on a board whose
+    heading names it, never beside the course's; a row is kept per name, configuration, device and challenge."""
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "honest", _figures(1000.0)), path=db)
+    mine = "rules of its own ('mine'): 64 images at 8² from 64 (seed 0), judged on 64 held-out"
+    added = lb.add(lb._seal(dataclasses.replace(_entry("small images", _figures(9000.0)), challenge=mine), path=db),
+                   path=db)
+    assert (added.rank, added.of, added.challenge) == (1, 1, mine) and str(added).endswith(
+        f"rank 1 of 1 among runs of {mine} on NVIDIA H100 80GB HBM3 ({added.path}).")
+    assert "among runs of" not in str(lb.add(_sealed(db, "another", _figures(500.0)), path=db))  # the course's
+    boards = lb.tables(path=db)
+    assert [(b.challenge, list(t["name"])) for b, t in boards.items()] == [(CHALLENGE, ["honest", "another"]),
+                                                                           (mine, ["small images"])]
+    both = lb.table("NVIDIA H100 80GB HBM3", path=db)  # each ranked within its own challenge, which a column names
+    assert list(zip(both.index, both["name"], both["challenge"])) == [
+        (1, "honest", CHALLENGE), (2, "another", CHALLENGE), (1, "small images", mine)]
+    assert list(lb.table("NVIDIA H100 80GB HBM3", path=db, challenge=CHALLENGE)["name"]) == ["honest", "another"]
+    assert "challenge" not in lb.table("NVIDIA H100 80GB HBM3", path=db, challenge=mine)
+
+
+@pytest.mark.parametrize("challenge", ["", "   ", None, "x" * (lb.CHALLENGE_MAX + 1)])
+def test_an_entry_that_names_no_challenge_is_refused(tmp_path, challenge):
+    db = tmp_path / "lb.sqlite"
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(lb._seal(dataclasses.replace(_entry("nameless"), challenge=challenge), path=db), path=db)
+    _refused(e, r"^'nameless': the challenge it was judged on is .*; every entry names its challenge in 1 to 400 ")
+    assert not db.exists()

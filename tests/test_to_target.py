@@ -352,6 +352,63 @@ def test_labels_that_lie_about_their_length_are_counted_by_their_shape():
     assert data.images_handed_out == 32
 
 
+def test_a_loader_counts_the_images_its_sampler_drew_whatever_the_collate_fn_makes():
+    images, labels = _set(48)
+    data = TrainingData(images, labels, image_size=16)
+    repeated = data.loader(batch_size=8, collate_fn=lambda items: (torch.stack([x for x, _ in items]).repeat(3, 1, 1, 1),
+                                                                   torch.tensor([y for _, y in items]).repeat(3)))
+    assert sum(len(y) for _, y in repeated) == 144 and data.images_handed_out == 48  # 3x the labels, 48 images
+    last = data.loader(batch_size=20, drop_last=False, num_workers=2)  # 20, 20, 8: drawn ahead by two workers
+    assert [len(y) for _, y in last] == [20, 20, 8] and data.images_handed_out == 96
+    mine = data.loader(batch_size=4, shuffle=False, sampler=[0, 0, 1, 1, 2, 2], drop_last=False)  # one's own
+    assert [y.tolist() for _, y in mine] == [[labels[0]] * 2 + [labels[1]] * 2, [labels[2]] * 2]
+    assert data.images_handed_out == 96 + 6
+
+
+@pytest.mark.parametrize("options, why", [
+    (dict(batch_sampler=[[0, 1]]), "batch_sampler is not an option here"),
+    (dict(sampler=[0, 1]), "a sampler of your own orders the images itself: give it with shuffle=False"),
+])
+def test_loader_options_that_would_sample_around_the_harness_are_refused_with_what_to_do(options, why):
+    images, labels = _set(16)
+    with pytest.raises(ValueError, match=why):
+        TrainingData(images, labels, image_size=16).loader(batch_size=4, **options)
+
+
+def test_the_learner_s_training_is_judged_on_held_out_images_drawn_after_it_returned(session, monkeypatch):
+    """Never the public draw (the default stream, which any code can make): a stream drawn after the call, another
+    for each run, of the rules' to_target_heldout images."""
+    seen = []
+    real = to_target.heldout_accuracy
+
+    def spy(model, **kw):
+        seen.append((kw["stream"], kw["n"], len(calls)))
+        return real(model, **kw)
+
+    calls = []
+
+    def train(model, data, device):
+        calls.append(1)
+        return sgd()(model, data, device)
+
+    monkeypatch.setattr(to_target, "heldout_accuracy", spy)
+    judge_training(train, session, EASY)
+    judge_training(train, session, EASY)
+    (s1, n1, after1), (s2, n2, after2) = seen
+    assert s1 not in (0, _data.HELDOUT_STREAM) and s1 != s2 and n1 == n2 == session.rules.to_target_heldout
+    assert (after1, after2) == (2, 4)  # each drawn once its rehearsal and its timed call had run
+
+
+def test_a_rerun_from_other_weights_is_judged_but_never_ranked(session, tmp_path):
+    from helpers import leaderboard
+
+    v = judge_training(sgd(), session, EASY, name="seed 3", rerun_seed=3)
+    assert v.reached
+    with pytest.raises(leaderboard.EntryRefused, match=r"^'seed 3' started from other weights than every ranked run "
+                                                       r"\(rerun_seed=3"):
+        v.entry(session=session, path=tmp_path / "lb.sqlite")
+
+
 def test_the_held_out_images_cannot_be_changed_for_the_runs_after():
     from helpers.challenge.accuracy import _heldout
 
@@ -400,8 +457,7 @@ def test_a_refused_run_or_one_judged_in_another_session_is_refused_by_the_leader
         leaderboard.add(missed.entry(session=high, path=db), path=db)
     v = judge_training(sgd(), high, REACHABLE, name="honest")
     faster_ceiling = dataclasses.replace(high, ceilings=dataclasses.replace(high.ceilings, matmul_tflops=100.0))
-    with pytest.raises(leaderboard.EntryRefused, match=r"its MFU, .* does not agree with 100 × its img/s ÷ the "
-                                                       r"session's ceiling"):
+    with pytest.raises(leaderboard.EntryRefused, match=r"^'honest' was judged in another session"):
         leaderboard.add(v.entry(session=faster_ceiling, path=db), path=db)
     assert not db.exists() or leaderboard.entries(path=db, kind="to_target").empty
 
@@ -415,8 +471,8 @@ def test_a_verdict_edited_before_its_entry_is_made_is_refused(high, tmp_path, ed
     from helpers import leaderboard
 
     v = judge_training(sgd(batch=4), high, REACHABLE, name="honest")  # 64 batches: the record bounds the time
-    with pytest.raises(leaderboard.EntryRefused, match=r"^'honest': its figures \((train_s|images)\) no longer "
-                                                       r"match the monitor's record of the timed call"):
+    with pytest.raises(leaderboard.EntryRefused, match=r"^'honest': its (time_to_target_s, train_s|images), img_per_s, "
+                                                       r"mfu_pct no longer match what judge_training measured"):
         dataclasses.replace(v, **edit(v)).entry(session=high, path=tmp_path / "lb.sqlite")
 
 

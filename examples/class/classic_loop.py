@@ -2,12 +2,11 @@
 every copy and step, fp32), as 06 hands it to the learner, trained for one epoch of the training set: the recipe the
 accuracy target was measured on. At smoke scale on a CPU, where the reference solution's fused kernel runs in
 Triton's interpreter, it is the quicker of the two."""
-from helpers import env
 from helpers.challenge.recipes import classic_training
 
 NAME = "the classic loop"
 
 
 def train(model, data, device):
-    loop = classic_training(batch_size=env.pick(smoke=16, full=32), lr=0.01, images=len(data))
+    loop = classic_training(batch_size=32, lr=0.01, images=len(data))
     return loop(model, data, device)

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import math
+import secrets
 import statistics
 from pathlib import Path
 
@@ -30,9 +31,15 @@ __all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin
 HELDOUT_IMAGES = {"smoke": 512, "full": 4096}
 
 
-@functools.lru_cache(maxsize=4)
 def _heldout(n: int, seed: int, task: _data.Task = _data.COURSE_TASK, stream: int = _data.HELDOUT_STREAM):
-    images, labels = _data.heldout_images(n, seed=seed, task=task, stream=stream)
+    if stream != _data.HELDOUT_STREAM:  # a draw of its own (fresh_stream): used once, never cached
+        return _data.heldout_images(n, seed=seed, task=task, stream=stream)
+    return _heldout_cached(n, seed, task)
+
+
+@functools.lru_cache(maxsize=4)
+def _heldout_cached(n: int, seed: int, task: _data.Task):
+    images, labels = _data.heldout_images(n, seed=seed, task=task, stream=_data.HELDOUT_STREAM)
     images.setflags(write=False)  # cached for every run judged after it: no run may change what the next is judged on
     labels.setflags(write=False)
     return images, labels
@@ -89,6 +96,13 @@ def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp3
     finally:
         model.train(was_training)
     return correct / n
+
+
+def fresh_stream() -> int:
+    """A held-out draw nobody can know before it is made (the operating system's randomness): not the training
+    set's stream (0), nor the public held-out one (:data:`helpers.data.HELDOUT_STREAM`), which any code can
+    regenerate and learn."""
+    return secrets.randbelow(2**62) + 2
 
 
 def accuracy_margin(baseline: float, n: int) -> float:

@@ -228,6 +228,7 @@ def _judge_each(files: list[Path], out: Path, private: Path, board: Path, sessio
     """Each submission in a process of its own, in turn; what passed on the leaderboard (sealed here). Whatever goes
     wrong with one submission is its refusal, with the reason: the class is judged to the end."""
     from .. import leaderboard
+    from .accuracy import fresh_stream
     from .rules import Rules
 
     key = leaderboard.key_path(board)
@@ -237,7 +238,7 @@ def _judge_each(files: list[Path], out: Path, private: Path, board: Path, sessio
     hashes = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}  # read before any submission runs
     rules = Rules(**session["rules"])
     # the class's held-out images: another draw of the same classes, made here and known to no submission's process
-    stream = secrets.randbelow(2**62) + 2
+    stream = fresh_stream()
     judged = []
     with sandbox.reaping() as reaper:
         for i, f in enumerate(files):
@@ -360,8 +361,8 @@ def _judge_weights(weights: bytes, rules, stream: int) -> float:
         for _, p in net.named_parameters():
             p.copy_(torch.from_numpy(flat[off:off + p.numel()].copy()).view(p.shape))
             off += p.numel()
-    return heldout_accuracy(net.to(env.device()), image_size=rules.image_size, precision="fp32", n=rules.heldout,
-                            seed=rules.seed, task=rules.task, stream=stream)
+    return heldout_accuracy(net.to(env.device()), image_size=rules.image_size, precision="fp32",
+                            n=rules.to_target_heldout, seed=rules.seed, task=rules.task, stream=stream)
 
 
 def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: int, configuration: str,
@@ -416,7 +417,7 @@ def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: 
                        f"{train_s:.3g} s", name=name, figures=figures, checks=checks)
     try:
         leaderboard.Entry.of(name, figures, checks, session["header"], configuration=configuration,
-                             kind="to_target").validate()
+                             kind="to_target", challenge=rules.challenge(threshold)).validate()
     except leaderboard.EntryRefused as e:
         return refused(f"its figures do not hold together: {e}", name=name, figures=figures, checks=checks)
     return Judged(f.name, name, True, (), figures, checks, configuration, wall)
@@ -440,12 +441,16 @@ def _refuse_changes(j: Judged, changed: list[Path], board_files: list[Path]) -> 
 def _add_to_board(j: Judged, board: Path, session: dict) -> Judged:
     """Seal ``j``'s entry here (never in the submission's process) and add it; a refused run is not added."""
     from .. import leaderboard
+    from .rules import Rules
 
     if not j.passed:
         return dataclasses.replace(j, leaderboard="not added: refused")
     try:
+        # the challenge: the judge's own rules and target (the same for every submission of the class)
+        challenge = Rules(**session["rules"]).challenge(session["target"]["threshold"])
         entry = leaderboard._seal(leaderboard.Entry.of(j.name, j.figures, j.checks, session["header"],
-                                                       configuration=j.configuration, kind="to_target"), path=board)
+                                                       configuration=j.configuration, kind="to_target",
+                                                       challenge=challenge), path=board)
         return dataclasses.replace(j, leaderboard=str(leaderboard.add(entry, path=board)))
     except (leaderboard.EntryRefused, leaderboard.LeaderboardFileError) as e:
         return dataclasses.replace(j, leaderboard=f"not added: {e}")

@@ -155,7 +155,7 @@ class Verdict:
         except leaderboard.EntryRefused as e:
             raise leaderboard.EntryRefused(f"{self.name!r}: {e}") from None
         entry = leaderboard.Entry.of(self.name if name is None else name, figures, dict(recorded.checks),
-                                     configuration=recorded.configuration)
+                                     configuration=recorded.configuration, challenge=recorded.challenge)
         return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
 
     def row(self) -> dict[str, object]:
@@ -258,6 +258,7 @@ class _Recorded:
     images_seen: int
     raw: _Raw | None = None  # None: a run that stopped before its figures were measured
     session: str = ""  # the session it was judged in (its rules, ceilings and FLOPs, as text)
+    challenge: str = ""  # the challenge of its rules (Rules.challenge): it is ranked only beside runs of the same
 
 
 #: judge's record of every verdict it made in this process, by the verdict's token. A verdict edited afterwards
@@ -286,7 +287,8 @@ def _raw(v: Verdict, session: Session, baseline: Verdict | None) -> _Raw | None:
 def _record(v: Verdict, raw: _Raw | None, session: Session) -> Verdict:
     token = secrets.token_hex(16)
     _RECORDED[token] = _Recorded(tuple(v.figures().items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
-                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen, raw, repr(session))
+                                 leaderboard.configuration_of(v.config), v.step_ms, v.images_seen, raw, repr(session),
+                                 session.rules.challenge())
     return dataclasses.replace(v, token=token)
 
 

@@ -22,13 +22,20 @@ The harness, in order:
    records warm up before they time;
 3. **times** one call from the start weights on the real training set: a synchronised clock started just before
    the call and read once it has returned with all its work done (threads or processes it started and left running
-   are waited for a moment, on the clock, and refused if they still run). At a point of the run drawn now, the
+   are waited for a moment, on the clock, and refused if they still run; the harness is a child subreaper
+   meanwhile, so a process whose parent ended comes back to it and is seen). At a point of the run drawn now, the
    harness copies the network being trained (on the clock: a copy of the weights, a few milliseconds) and, after the
    clock stops, checks that copy still computes the reference's function: nothing is subtracted from the time;
 4. takes the network returned, checks it is the one it handed out and still computes the reference's function, and
-   **judges it itself**: the reference network's own forward on the trained weights, on held-out images that never
-   pass through the function. The run reaches the target when that accuracy is at least the target (the classic
-   loop's recipe trained for one epoch, the lower end of what 99% of its reruns reach: :mod:`.accuracy`).
+   **judges it itself**: the reference network's own forward on the trained weights (copied as the clock stopped;
+   a network that changes after that, something still training it, is refused), on held-out images drawn after the
+   function returned (``rules.to_target_heldout`` of them, from a stream no code can know in advance: the public
+   draw any code can make is never the one judged). The run reaches the target when that accuracy is at least the
+   target (the classic loop's recipe trained for one epoch, the lower end of what 99% of its reruns reach:
+   :mod:`.accuracy`).
+
+What is ranked (:meth:`TrainingVerdict.entry`) is judge_training's own record of the run, not the verdict object,
+under the challenge it was judged on (the rules and the target: ``rules.challenge(target)``).
 
 The score is the time to the target: the timed call of a run that reaches it. Images per second and MFU (the
 images handed out × the reference network's FLOPs per image, over the time and this session's matmul ceiling) stand
@@ -45,6 +52,7 @@ import io
 import math
 import os
 import random
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -58,7 +66,7 @@ from .. import data as _data
 from .. import env, leaderboard, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
-from .accuracy import AccuracyTarget, heldout_accuracy, trained_reference
+from .accuracy import AccuracyTarget, fresh_stream, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
 from . import sandbox
 from .harness import Session
@@ -105,6 +113,8 @@ class TrainingVerdict:
     monitor: MonitorRecord = dataclasses.field(repr=False)
     stopped: str = ""  # where a run that did not finish stopped; "" when it did
     bounded: bool = True  # MFU means something (a GPU)
+    # names judge_training's own record of this verdict (_RECORDED): what entry() ranks
+    token: str = dataclasses.field(default="", repr=False, compare=False)
 
     @property
     def refused(self) -> bool:
@@ -141,21 +151,31 @@ class TrainingVerdict:
             print(leaderboard.add(my_run.entry("Ada", session=session)))
 
         ``session``: the one it was judged in. ``configuration``: what tells two of your training functions apart
-        (one row is kept per name, configuration and device). A refused run is sealed too, and refused by ``add``
-        with its reasons. Raises ``leaderboard.EntryRefused`` when the images or the time no longer match the
-        monitor's record of the timed call (a verdict edited with ``dataclasses.replace``)."""
-        steps = self.monitor.steps
-        timed = [p for p in self.monitor.phases if p["name"] == f"{self.name}: timed" and p["end_s"] is not None]
-        edited = [] if self.stopped else ["the timed call"] if len(timed) != 1 else [
-            k for k, ok in (("images", self.images == sum(int(r["images"]) for r in steps)),
-                            ("train_s", _within_record(self.train_s, timed[0], [r["t_s"] for r in steps]))) if not ok]
+        (one row is kept per name, configuration, device and challenge). A refused run is sealed too, and refused by
+        ``add`` with its reasons. What is ranked is judge_training's own record of the run (its figures, checks and
+        challenge: the rules and the target it was judged against), not this object: raises
+        ``leaderboard.EntryRefused`` when the two disagree (a verdict edited with ``dataclasses.replace``), when
+        ``session`` is not the one it was judged in, or when judge_training made no such verdict in this process."""
+        rec = _RECORDED.get(self.token)
+        if rec is None:
+            raise leaderboard.EntryRefused(f"{self.name!r}: judge_training made no such verdict in this process, so "
+                                           "it cannot be ranked: judge the run and use the verdict it returns.")
+        if rec.rerun_seed is not None:
+            raise leaderboard.EntryRefused(f"{self.name!r} started from other weights than every ranked run "
+                                           f"(rerun_seed={rec.rerun_seed}, to measure run-to-run variation): runs are "
+                                           "ranked from the rules' own start; judge it without rerun_seed.")
+        if repr(session) != rec.session:
+            raise leaderboard.EntryRefused(f"{self.name!r} was judged in another session (other rules, ceilings or "
+                                           "device): give entry() the session it was judged in.")
+        mine = self.figures(session)
+        edited = [k for k, x in rec.figures if not _same(mine.get(k), x)]
+        edited += ["checks"] if {k: ok for k, (ok, _) in self.checks.items()} != dict(rec.checks) else []
         if edited:
-            raise leaderboard.EntryRefused(f"{self.name!r}: its figures ({', '.join(edited)}) no longer match the "
-                                           "monitor's record of the timed call (the verdict was edited after "
-                                           "judge_training made it): judge the run again.")
-        entry = leaderboard.Entry.of(self.name if name is None else name, self.figures(session),
-                                     {k: ok for k, (ok, _) in self.checks.items()}, configuration=configuration,
-                                     kind="to_target")
+            raise leaderboard.EntryRefused(f"{self.name!r}: its {', '.join(edited)} no longer match what "
+                                           "judge_training measured (the verdict was edited after it was made), so "
+                                           "it cannot be ranked: judge the run again.")
+        entry = leaderboard.Entry.of(self.name if name is None else name, dict(rec.figures), dict(rec.checks),
+                                     configuration=configuration, kind="to_target", challenge=rec.challenge)
         return leaderboard._seal(entry, path=path)  # the harness is the one caller: see leaderboard's threat model
 
     def row(self) -> dict[str, object]:
@@ -176,12 +196,35 @@ class TrainingVerdict:
         return f"{self.name}: did not reach the target\n  {figures}\n  REFUSED: " + "; ".join(self.reasons)
 
 
-def _within_record(train_s: float, timed: dict, step_times: list[float]) -> bool:
-    """Can the timed call have taken ``train_s``, as the monitor recorded it? No longer than its phase, and no shorter
-    than its first to its last batch (nothing inside the call is left off the clock)."""
-    floor = step_times[-1] - step_times[0] if step_times else 0.0
-    slack = 1e-3 + 1e-6 * train_s  # the clock's syncs and rounding
-    return floor - slack <= train_s <= timed["end_s"] - timed["start_s"] + slack
+@dataclasses.dataclass(frozen=True)
+class _Recorded:
+    """What judge_training concluded about one run, kept where the verdict object cannot change it."""
+
+    figures: tuple[tuple[str, float | None], ...]  # TrainingVerdict.figures in the session it was judged in
+    checks: tuple[tuple[str, bool], ...]
+    session: str  # that session (its rules, ceilings and FLOPs, as text)
+    challenge: str  # its rules and target, in words (Rules.challenge): ranked only beside runs of the same
+    rerun_seed: int | None = None  # started from other weights than the rules' (to measure variation): not ranked
+
+
+#: judge_training's record of every verdict it made in this process, by the verdict's token. A verdict edited
+#: afterwards (dataclasses.replace) still carries its token: its figures or checks then disagree with the record, and
+#: its entry is refused. (Code running in this process could change this table too: the class judge, which runs each
+#: submission in a process of its own and seals the entries itself, is the boundary against that.)
+_RECORDED: dict[str, _Recorded] = {}
+
+
+def _record(v: TrainingVerdict, session: Session, *, rerun_seed: int | None) -> TrainingVerdict:
+    token = secrets.token_hex(16)
+    _RECORDED[token] = _Recorded(tuple(v.figures(session).items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
+                                 repr(session), session.rules.challenge(v.target), rerun_seed)
+    return dataclasses.replace(v, token=token)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -270,6 +313,17 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     ends in a refused verdict that names it. ``rerun_seed``: start from other weights and random state (to measure
     run-to-run variation; a judged run always starts from the rules' own). ``gate``: a judge in another process
     (the class judge) that starts and stops its own clock around the timed call (:class:`Gate`)."""
+    # a child subreaper meanwhile (Linux): a process the function started whose parent ended (a double fork) is
+    # re-parented to this one, and is seen among its children as left running
+    with sandbox.reaping():
+        v = _judge_training(train, session, target, name=name, build_model=build_model, live=live,
+                            rehearsal_batches=rehearsal_batches, rerun_seed=rerun_seed, gate=gate)
+    return _record(v, session, rerun_seed=None if rerun_seed == session.rules.seed else rerun_seed)
+
+
+def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, name: str,
+                    build_model: Callable[[nn.Module], nn.Module] | None, live: bool | None,
+                    rehearsal_batches: int, rerun_seed: int | None, gate: "Gate | None") -> TrainingVerdict:
     rules = session.rules
     device = env.device()
     bounded = session.ceilings.bounds
@@ -432,8 +486,16 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         else:
             where = f"; at the spot check after {spot.get('at', spot_at):,} images" if spot_check is not None else ""
             checks["same_function"] = (True, f"the reference's function before training{where} and as returned")
-    accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.heldout,
-                                task=rules.task)
+    # on held-out images drawn now, after the function returned: no code can have learned them (the public draw,
+    # helpers.data.heldout_images' default stream, any code can make and train on)
+    accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.to_target_heldout,
+                                task=rules.task, stream=fresh_stream())
+    # judged is a copy of the weights made as the clock stopped: what changes them later gains nothing, and is seen
+    changed = _changed_since(judged, model, check.mapping)
+    if changed:
+        checks["same_function"] = (False, f"the network changed after the function returned ({changed}, while the "
+                                          "harness judged it): something the function started was still training "
+                                          "it; a run's work must be done when it returns, for the clock stops then")
     checks["accuracy_target"] = (
         accuracy >= threshold,
         f"held-out accuracy {accuracy:.1%} (the reference network's forward on the trained weights); the target is "
@@ -449,6 +511,27 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
         nvml_util_pct=steady.mean_util_pct if on_gpu else None,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
+
+
+def _changed_since(judged: nn.Module, model: nn.Module, mapping: Mapping) -> str:
+    """Which of the reference's parameters ``model`` holds now (read through ``mapping``, as
+    :func:`.accuracy.trained_reference` reads them) differ from ``judged``'s (its weights copied when the clock
+    stopped): "" where none does."""
+    try:
+        params = dict(nn.Module.named_parameters(model))  # not an override of the submission's
+        with torch.no_grad():
+            moved = [ref for ref, sub, sl in mapping
+                     if not _same_values(params[sub].detach()[sl].float(), judged.get_parameter(ref).detach())]
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a parameter removed or replaced since
+        return f"its parameters can no longer be read: {one_line(e)}"
+    return _few([f"{n} differs" for n in moved]) if moved else ""
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal, value for value, a NaN equal to a NaN (a diverged run's weights did not change by being NaN)."""
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def _spot_now(before: int, after: int, window: tuple[int, int]) -> bool:

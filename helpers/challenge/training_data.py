@@ -19,6 +19,7 @@ every exception would turn the rehearsal into a whole run on random images).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Callable, Iterator
 
@@ -92,10 +93,21 @@ class TrainingData:
         ``transform`` (a PIL image in; ``None``: the uint8 CHW tensor, 32×32) and its label. Any other DataLoader
         option passes through (``num_workers``, ``pin_memory``, ``persistent_workers``, ``prefetch_factor``, ...)."""
         self._check_batch(batch_size)
+        for option in ("batch_sampler", "batch_size"):
+            if option in dataloader_options:
+                raise ValueError(f"{option} is not an option here: the harness samples the batches (batch_size, "
+                                 "shuffle, drop_last and a sampler of your own are)")
         ds = _data.InMemoryImages(self._images, self._labels, transform=transform)
-        dl = torch.utils.data.DataLoader(ds, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
-                                         **dataloader_options)
-        return CountingLoader(dl, self)
+        sampler = dataloader_options.pop("sampler", None)
+        if sampler is not None and shuffle:
+            raise ValueError("a sampler of your own orders the images itself: give it with shuffle=False")
+        if sampler is None:
+            sampler = (torch.utils.data.RandomSampler(ds) if shuffle else torch.utils.data.SequentialSampler(ds))
+        # the harness's own batch sampler: each batch is counted by the images the sampler drew for it, whatever the
+        # collate_fn makes of them (labels repeated by a collate_fn are not more images)
+        batches = _CountedBatches(sampler, batch_size, drop_last)
+        dl = torch.utils.data.DataLoader(ds, batch_sampler=batches, **dataloader_options)
+        return CountingLoader(dl, self, batches)
 
     def on_device(self, device: torch.device | str, *, batch_size: int, shuffle: bool = True,
                   drop_last: bool = True) -> "DeviceBatches":
@@ -106,20 +118,36 @@ class TrainingData:
         return DeviceBatches(self, torch.device(device), batch_size, shuffle, drop_last)
 
 
+class _CountedBatches(torch.utils.data.BatchSampler):
+    """A BatchSampler that notes, in order, how many images each batch it draws holds: the loader's workers may draw
+    ahead of the loop, and :class:`CountingLoader` takes the sizes in the same order as the batches reach it."""
+
+    def __init__(self, sampler, batch_size: int, drop_last: bool) -> None:
+        super().__init__(sampler, batch_size, drop_last)
+        self.drawn: collections.deque[int] = collections.deque()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.drawn.clear()  # a new epoch: what an epoch left undrawn by the loop is not counted
+        for indices in super().__iter__():
+            self.drawn.append(len(indices))
+            yield indices
+
+
 class CountingLoader:
     """A DataLoader whose batches the harness counts as they reach your loop. One iteration is one epoch."""
 
-    def __init__(self, loader: torch.utils.data.DataLoader, data: TrainingData) -> None:
-        self.dataloader = loader
-        self._data = data
+    def __init__(self, loader: torch.utils.data.DataLoader, data: TrainingData, batches: _CountedBatches) -> None:
+        self._loader, self._data, self._batches = loader, data, batches
 
     def __len__(self) -> int:
-        return len(self.dataloader)
+        return len(self._loader)
 
     def __iter__(self) -> Iterator:
-        for batch in self.dataloader:
-            # the labels' first dimension: what a collate_fn returns is counted by its shape, not by its own len()
-            self._data._count(int(torch.as_tensor(batch[1]).shape[0]))
+        for batch in self._loader:
+            # the images the batch sampler drew for this batch (in order: a loader hands its batches out in the order
+            # they were drawn unless in_order=False, and every batch but an epoch's last holds batch_size)
+            drawn = self._batches.drawn
+            self._data._count(drawn.popleft() if drawn else self._batches.batch_size)
             yield batch
 
 

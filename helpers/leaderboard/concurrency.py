@@ -64,7 +64,8 @@ def _test_entry(writer: int, i: int) -> Entry:
                "accuracy": 0.5, "peak_mem_gb": float(i), "nvml_util_pct": None, "gpm_sm_pct": None}
     header = {"device": "concurrency test", "driver": None, "torch": "test", "cuda": None, "host_cpu": None,
               "date": env.today()}
-    return Entry(f"writer {writer} entry {i}", figures, {k: True for k in CHECKS}, header, "concurrency test")
+    return Entry(f"writer {writer} entry {i}", figures, {k: True for k in CHECKS}, header, "concurrency test",
+                 challenge="the concurrency check's")
 
 
 def _write_many(path: str, writer: int, each: int, start: float) -> None:

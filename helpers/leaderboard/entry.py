@@ -53,6 +53,7 @@ CHECKS: dict[str, str] = {
     "accuracy_not_worse": "its held-out accuracy is at least the accuracy target (what 99% of the baseline's reruns reach)",
 }
 NAME_MAX = 80  #: the longest name, in characters
+CHALLENGE_MAX = 400  #: the longest challenge (:attr:`Entry.challenge`), in characters
 _NAME_RULE = f"a name has 1 to {NAME_MAX} printable characters, no space at either end"
 _HARNESS = "make it with verdict.entry(name)"
 
@@ -171,14 +172,18 @@ class Entry:
     configuration: str = ""  # the run's training configuration as canonical JSON (configuration_of)
     seal: str = dataclasses.field(default="", repr=False)  # HMAC-SHA256 by the key beside the database
     kind: str = "ladder"  # which table it goes to and how it is ranked (KINDS); the seal covers it
+    # the challenge it was judged on, in words (Rules.challenge: the rules, and the target of a run to the target):
+    # ranked only beside runs of the same challenge; the seal covers it
+    challenge: str = ""
 
     @classmethod
     def of(cls, name: str, figures: Mapping[str, float | None], checks: Mapping[str, bool],
-           header: Mapping[str, Any] | None = None, *, configuration: str = "", kind: str = "ladder") -> "Entry":
+           header: Mapping[str, Any] | None = None, *, configuration: str = "", kind: str = "ladder",
+           challenge: str = "") -> "Entry":
         """An unsealed entry for a run on this machine (its device, versions and today's date); the harness
         seals it (``verdict.entry``), and :func:`add` takes no other."""
         return cls(name, dict(figures), dict(checks), dict(header or results.device_header()), configuration,
-                   kind=kind)
+                   kind=kind, challenge=challenge)
 
     @property
     def kind_spec(self) -> Kind:
@@ -258,6 +263,10 @@ class Entry:
         if not isinstance(self.configuration, str):
             raise EntryRefused(f"{who}: its configuration is a {type(self.configuration).__name__}, not text; "
                                f"{_HARNESS}.")
+        if not isinstance(self.challenge, str) or not self.challenge.strip() or len(self.challenge) > CHALLENGE_MAX:
+            raise EntryRefused(f"{who}: the challenge it was judged on is {_show(self.challenge)}; every entry names "
+                               f"its challenge in 1 to {CHALLENGE_MAX} characters (it is ranked only beside runs of "
+                               f"the same one); {_HARNESS}.")
         return out
 
 

@@ -54,6 +54,7 @@ def _canonical(e: Entry) -> bytes:
 
     body = {"name": e.name, "configuration": e.configuration,
             "kind": e.kind if isinstance(e.kind, str) else repr(e.kind),  # a ladder run is never one to the target
+            "challenge": e.challenge if isinstance(e.challenge, str) else repr(e.challenge),
             "header": {str(k): None if v is None else str(v) for k, v in dict(e.header).items()},
             "figures": {str(k): num(v) for k, v in dict(e.figures).items()},
             "checks": {str(k): bool(v) if _is_bool(v) else repr(v) for k, v in dict(e.checks).items()}}

@@ -31,8 +31,13 @@ __all__ = ["Added", "Board", "add", "entries", "table", "tables", "WHY_MISSING"]
 
 _HEADER = ("device", "driver", "torch", "cuda", "host_cpu", "date")
 # PRAGMA user_version of this layout: 2 sealed the ladder's entries, one row per name, configuration and device;
-# 3 added the learner's training, ranked by its time to the target, in a table of its own
-_VERSION = 3
+# 3 added the learner's training, ranked by its time to the target, in a table of its own; 4 named the challenge each
+# run was judged on (Rules.challenge), and ranks a run only beside runs of the same challenge
+_VERSION = 4
+_OLDER = (2, 3)  # the layouts read as they are, and brought to this one at their first write
+#: The challenge of a row written before challenges were named (a file of layout 2 or 3)
+UNNAMED = "judged before the leaderboard named the challenge"
+_COURSE = "the course's"  # how the name of each of the course's own challenges begins (Rules.challenge)
 _TABLE = {"ladder": "entries", "to_target": "to_target"}  # the ladder's keeps its name: files of version 2 hold it
 
 
@@ -47,12 +52,13 @@ CREATE TABLE {_TABLE[kind.name]} (
     {", ".join(f"{f} REAL" for f in kind.optional)},
     checks TEXT NOT NULL,
     written_at REAL NOT NULL,
-    UNIQUE (name, configuration, device)
+    challenge TEXT NOT NULL,
+    UNIQUE (name, configuration, device, challenge)
 )"""
 
 
 def _columns(kind: Kind) -> list[str]:
-    return ["name", "configuration", *_HEADER, *kind.required, *kind.optional, "checks", "written_at"]
+    return ["name", "configuration", *_HEADER, *kind.required, *kind.optional, "checks", "written_at", "challenge"]
 
 
 _COLUMNS = _columns(LADDER)  # the ladder's (concurrency's check reads them)
@@ -119,17 +125,18 @@ def _open(path: Path):
 
 
 def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
-    """Whether the file holds this leaderboard's tables (made in a new, empty file when ``make``). A file of version 2
-    (the ladder's table alone) is read as it is and, when ``make``, gains the table of the learner's training: inside
-    the writer's transaction, so the migration and the row it was made for land together or not at all. A file of
-    another layout raises, and is left as it is."""
+    """Whether the file holds this leaderboard's tables (made in a new, empty file when ``make``). A file of an older
+    layout (:data:`_OLDER`: 2, the ladder's table alone; 3, no challenge named) is read as it is and, when ``make``,
+    is brought to this one: the table of the learner's training made, each table's rows copied with the challenge
+    :data:`UNNAMED`. Inside the writer's transaction, so the migration and the row it was made for land together or
+    not at all. A file of another layout raises, and is left as it is."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
     version = con.execute("PRAGMA user_version").fetchone()[0]
     p = results.shown(path)
-    if "entries" in tables and version in (2, _VERSION):
-        if make and _TABLE["to_target"] not in tables:
-            con.execute(_schema(TO_TARGET))
+    if "entries" in tables and (version in _OLDER or version == _VERSION):
         if make and version != _VERSION:
+            for kind in KINDS.values():
+                _migrate(con, kind, has=_TABLE[kind.name] in tables)
             con.execute(f"PRAGMA user_version = {_VERSION}")
         return True
     if "entries" in tables and version > _VERSION:
@@ -147,6 +154,28 @@ def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
             con.execute(_schema(kind))
         con.execute(f"PRAGMA user_version = {_VERSION}")
     return make
+
+
+def _migrate(con: sqlite3.Connection, kind: Kind, *, has: bool) -> None:
+    """``kind``'s table in this layout: made, or (``has``: a table of layout 2 or 3) made anew with every row copied,
+    its id kept and its challenge :data:`UNNAMED` (SQLite cannot change a table's UNIQUE constraint in place)."""
+    table = _TABLE[kind.name]
+    if not has:
+        con.execute(_schema(kind))
+        return
+    old = f"{table}_before_v{_VERSION}"
+    con.execute(f"ALTER TABLE {table} RENAME TO {old}")
+    con.execute(_schema(kind))
+    kept = ["id", *_columns(kind)[:-1]]
+    con.execute(f"INSERT INTO {table} ({', '.join(kept)}, challenge) SELECT {', '.join(kept)}, ? FROM {old}",
+                (UNNAMED,))
+    con.execute(f"DROP TABLE {old}")
+
+
+def _challenge_column(con: sqlite3.Connection, kind: Kind) -> str:
+    """What to select as a row's challenge: the column, or :data:`UNNAMED` in a table of an older layout."""
+    names = {r[1] for r in con.execute(f"PRAGMA table_info({_TABLE[kind.name]})").fetchall()}
+    return "challenge" if "challenge" in names else f"'{UNNAMED}' AS challenge"
 
 
 def _has(con: sqlite3.Connection, kind: Kind) -> bool:
@@ -174,11 +203,12 @@ class Added:
     score: float  # this run's: img/s (the ladder) or seconds to the target
     best: float  # of the row kept for this name, configuration and device
     previous: tuple[float, str] | None  # (score, date) of the row it replaced or that kept it out
-    rank: int  # of the row kept, among its kind's rows on its device
-    of: int  # its kind's rows on that device
+    rank: int  # of the row kept, among its kind's rows of its challenge on its device
+    of: int  # its kind's rows of that challenge on that device
     row_id: int
     path: str  # the file, as printed
     kind: str = "ladder"
+    challenge: str = ""  # the challenge it was judged on, and is ranked in (Entry.challenge)
 
     @property
     def written(self) -> bool:
@@ -186,7 +216,10 @@ class Added:
 
     def __str__(self) -> str:
         to_target = self.kind == "to_target"
-        where = f"rank {self.rank} of {self.of}{' to the target' if to_target else ''} on {self.device} ({self.path})"
+        # the course's challenges are what a learner expects; any other is named, for it ranks apart
+        apart = "" if self.challenge.startswith(_COURSE) else f" among runs of {self.challenge}"
+        where = (f"rank {self.rank} of {self.of}{' to the target' if to_target else ''}{apart} on {self.device} "
+                 f"({self.path})")
         score = _score(self.kind, self.score) + (" to the target" if to_target else "")
         if self.previous is None:
             return f"{self.name!r} added: {score}, {where}."
@@ -201,19 +234,22 @@ class Added:
 
 @dataclasses.dataclass(frozen=True)
 class Board:
-    """One of :func:`tables`' keys: a device and a kind of run (:data:`.entry.KINDS`); ``str()`` is its heading."""
+    """One of :func:`tables`' keys: a device, a kind of run (:data:`.entry.KINDS`) and the challenge its runs were
+    judged on (:attr:`.entry.Entry.challenge`); ``str()`` is its heading."""
 
     device: str
     kind: str
+    challenge: str = ""
 
     def __str__(self) -> str:
-        return f"{self.device}: {KINDS[self.kind].title}"
+        return f"{self.device}: {KINDS[self.kind].title}" + (f"; {self.challenge}" if self.challenge else "")
 
 
 def add(entry: Entry, *, path: Path | str | None = None) -> Added:
     """Check ``entry`` (``verdict.entry(name)``) and write it in one transaction, in its kind's table: a new row, or
-    in place of the row of the same name, configuration and device when this run scores better (faster on the
-    ladder, quicker to the target); a worse one is kept out.
+    in place of the row of the same name, configuration, device and challenge when this run scores better (faster on
+    the ladder, quicker to the target); a worse one is kept out. It is ranked among the runs of its kind, device and
+    challenge only (a run judged on rules or a target of its own never ranks beside the course's).
 
     ``path``: the database (:func:`default_path` by default; give ``verdict.entry`` the same). Returns what was
     done (:class:`Added`: print it). Raises :class:`EntryRefused` (the reason, in one line) or
@@ -230,8 +266,8 @@ def add(entry: Entry, *, path: Path | str | None = None) -> Added:
     columns, table_name = _columns(kind), _TABLE[kind.name]
     row = [entry.name, entry.configuration, *header.values(),
            *(figures[f] for f in (*kind.required, *kind.optional)),
-           json.dumps({k: bool(v) for k, v in entry.checks.items()}, sort_keys=True), time.time()]
-    score, device = figures[kind.score], header["device"]
+           json.dumps({k: bool(v) for k, v in entry.checks.items()}, sort_keys=True), time.time(), entry.challenge]
+    score, device, challenge = figures[kind.score], header["device"], entry.challenge
     beats = ">" if kind.higher_is_better else "<"
     with _open(path) as con:
         # BEGIN IMMEDIATE takes the write lock before anything is read or written: a second writer waits here,
@@ -239,8 +275,9 @@ def add(entry: Entry, *, path: Path | str | None = None) -> Added:
         con.execute("BEGIN IMMEDIATE")
         try:
             _layout(con, path, make=True)
-            old = con.execute(f"SELECT id, {kind.score}, date FROM {table_name} WHERE name = ? AND "
-                              "configuration = ? AND device = ?", (entry.name, entry.configuration, device)).fetchone()
+            old = con.execute(f"SELECT id, {kind.score}, date FROM {table_name} WHERE name = ? AND configuration = ? "
+                              "AND device = ? AND challenge = ?",
+                              (entry.name, entry.configuration, device, challenge)).fetchone()
             if old is None:
                 outcome, best = "added", score
                 row_id = con.execute(f"INSERT INTO {table_name} ({', '.join(columns)}) VALUES "
@@ -251,22 +288,23 @@ def add(entry: Entry, *, path: Path | str | None = None) -> Added:
                             [*row, row_id])
             else:
                 outcome, best, row_id = "kept", old[1], old[0]
-            rank = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ? AND {kind.score} {beats} ?",
-                               (device, best)).fetchone()[0] + 1
-            of = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ?", (device,)).fetchone()[0]
+            rank = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ? AND challenge = ? AND "
+                               f"{kind.score} {beats} ?", (device, challenge, best)).fetchone()[0] + 1
+            of = con.execute(f"SELECT COUNT(*) FROM {table_name} WHERE device = ? AND challenge = ?",
+                             (device, challenge)).fetchone()[0]
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
             raise
     return Added(outcome, entry.name, device, score, best, None if old is None else (old[1], old[2]), int(rank),
-                 int(of), int(row_id), results.shown(path), kind=kind.name)
+                 int(of), int(row_id), results.shown(path), kind=kind.name, challenge=challenge)
 
 
 def entries(*, path: Path | str | None = None, device: str | None = None,
             kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
     """Every entry of one kind (``"ladder"`` or ``"to_target"``; of one device, if given), best first (the
-    fastest on the ladder, the quickest to the target), with its rank on its device."""
+    fastest on the ladder, the quickest to the target), with its rank among the runs of its device and challenge."""
     import pandas as pd
 
     board = _kind(kind)
@@ -279,13 +317,17 @@ def entries(*, path: Path | str | None = None, device: str | None = None,
         # learner's training: nothing of that kind yet
         if not _layout(con, path, make=False) or not _has(con, board):
             return pd.DataFrame(columns=["rank", *columns])
-        query, args = f"SELECT {', '.join(columns)} FROM {_TABLE[board.name]}", ()
+        selected = [_challenge_column(con, board) if c == "challenge" else c for c in columns]
+        query, args = f"SELECT {', '.join(selected)} FROM {_TABLE[board.name]}", ()
         if device is not None:
             query, args = query + " WHERE device = ?", (device,)
         rows = con.execute(query, args).fetchall()
     df = pd.DataFrame(rows, columns=columns)
-    df = df.sort_values(["device", board.score], ascending=[True, not board.higher_is_better], kind="stable")
-    df.insert(0, "rank", df.groupby("device").cumcount() + 1)
+    # the course's challenges first on each device (what a learner looks for), then any other, each best first
+    df = df.assign(_other=~df["challenge"].str.startswith(_COURSE))
+    df = df.sort_values(["device", "_other", "challenge", board.score],
+                        ascending=[True, True, True, not board.higher_is_better], kind="stable").drop(columns="_other")
+    df.insert(0, "rank", df.groupby(["device", "challenge"]).cumcount() + 1)
     return df.reset_index(drop=True)
 
 
@@ -306,6 +348,18 @@ WHY_MISSING_TO_TARGET = {"mfu_pct": "MFU is not meaningful on a CPU (its measure
 
 
 def _board(df, kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
+    """The rows as a table to read; with a ``challenge`` column where they come from more than one challenge (each
+    ranked within its own)."""
+    import pandas as pd
+
+    several = "challenge" in df and df["challenge"].nunique() > 1
+    out = _board_of_one(df, kind)
+    if several:
+        out.insert(1, "challenge", df["challenge"].to_numpy())
+    return out
+
+
+def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
 
     if kind == "to_target":
@@ -323,18 +377,23 @@ def _board(df, kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
     return out
 
 
-def table(device: str | None = None, *, path: Path | str | None = None,
-          kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
+def table(device: str | None = None, *, path: Path | str | None = None, kind: str = "ladder",
+          challenge: str | None = None) -> "pandas.DataFrame":  # noqa: F821
     """One device's leaderboard of one kind (this machine's, the ladder's by default): rank, name, date and the
-    figures, full precision (``tables.readable(df)`` shows it to read)."""
+    figures, full precision (``tables.readable(df)`` shows it to read). ``challenge``: that challenge's runs only
+    (``rules.challenge(...)``); by default every challenge's, each ranked within its own, with a column naming it
+    where there is more than one."""
     device = device or results.device_header()["device"]
-    return _board(entries(path=path, device=device, kind=kind), kind)
+    df = entries(path=path, device=device, kind=kind)
+    if challenge is not None:
+        df = df[df["challenge"] == challenge]
+    return _board(df, kind)
 
 
 def tables(*, path: Path | str | None = None, kind: str | None = None) -> dict[Board, "pandas.DataFrame"]:  # noqa: F821
-    """Every leaderboard in the file, each ranked by its own score: ``{Board(device, kind): table}`` for each device
-    and kind of run (or only ``kind``), the ladder's before the training to the target on each device. ``str(key)``
-    is the table's heading::
+    """Every leaderboard in the file, each ranked by its own score: ``{Board(device, kind, challenge): table}`` for
+    each device, kind of run (or only ``kind``) and challenge, the ladder's before the training to the target on each
+    device, the course's challenges before any other. ``str(key)`` is the table's heading::
 
         for board, t in leaderboard.tables().items():
             print(board)               # "NVIDIA H100 80GB HBM3: training to the accuracy target, quickest first ..."
@@ -343,5 +402,6 @@ def tables(*, path: Path | str | None = None, kind: str | None = None) -> dict[B
     out = {}
     for name in KINDS if kind is None else [_kind(kind).name]:
         df = entries(path=path, kind=name)
-        out.update({Board(d, name): _board(g, name) for d, g in df.groupby("device", sort=True)})
-    return dict(sorted(out.items(), key=lambda kv: (kv[0].device, list(KINDS).index(kv[0].kind))))
+        out.update({Board(d, name, c): _board(g, name) for (d, c), g in df.groupby(["device", "challenge"], sort=True)})
+    return dict(sorted(out.items(), key=lambda kv: (kv[0].device, list(KINDS).index(kv[0].kind),
+                                                    not kv[0].challenge.startswith(_COURSE), kv[0].challenge)))
