@@ -201,6 +201,8 @@ TARGETS = [
      _without(_not_text(BATTERY), "None"), "my_amp.why should be a sentence in quotes"),
     ("nb05 worker: the path", lambda w, r: nb05.check_ddp_worker(w), _not_text(BATTERY),
      "The worker's path should be the path of your worker file"),
+    ("nb05 sync: the path", lambda w, r: nb05.check_sync(w, "each"), _not_text(BATTERY),
+     "Your file's path should be the path of your file"),
     ("nb05 efficiency: the answer", lambda w, r: nb05.check_predicted_efficiency(w), NOT_FUNCTIONS,
      "Your answer should be the function itself, predicted_efficiency_pct"),
     ("nb05 efficiency: what it returns", lambda w, r: nb05.check_predicted_efficiency(lambda c, a, h: w), NOT_NUMBERS,
@@ -251,7 +253,7 @@ def test_every_public_check_is_given_the_battery():
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
               "nb02.check_gpu_augment", "nb03.check_fused_softmax", "nb03.check_cuda_graph", "nb03.check_roofline",
               "nb04.check_memory_plan", "nb04.check_amp_step", "nb05.check_ddp_worker",
-              "nb05.check_predicted_efficiency", "nb06.check_own_training", "nb06.check_spot_the_cheat",
+              "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
               "nb06.check_next_change"}
     assert public == called  # a new check joins TARGETS above
     assert len(per_check()) == len(called) and min(per_check().values()) >= 25

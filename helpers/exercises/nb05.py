@@ -1,8 +1,10 @@
-"""05_ddp's exercises: a worker made correct for DDP, and the efficiency at a small batch predicted.
+"""05_ddp's exercises: a worker made correct for DDP, the efficiency at a small batch predicted, and data parallelism
+written by hand in three steps (every gradient averaged after backward; in buckets; overlapped with backward).
 
     from helpers.exercises import nb05 as checks
     checks.check_ddp_worker("runs/05_ddp/my_worker.py")          # runs it as two nodes on 127.0.0.1
     checks.check_predicted_efficiency(predicted_efficiency_pct)
+    checks.check_sync("runs/05_ddp/my_sync.py", "each")          # two gloo ranks, against DDP ("bucketed", "overlapped")
 
 Try the exercises before reading the reference solutions below.
 """
@@ -19,7 +21,7 @@ from ..ddp.launch import LaunchResult, LaunchSpec, launch_nodes
 from .common import CheckResult, WrongForm, as_function, as_number, as_path, failed, not_done
 
 __all__ = ["DATASET_SIZE", "WORKER_SOLUTION", "solution_worker", "check_ddp_worker", "predicted_efficiency_pct",
-           "check_predicted_efficiency"]
+           "check_predicted_efficiency", "SYNC_SOLUTION", "solution_sync", "check_sync"]
 
 # -- exercise 1: a worker that is correct under DDP ------------------------------------------------------
 
@@ -134,22 +136,31 @@ def _worker_problem(results_by_node: list[list[dict]], out: Path) -> str | None:
 _WORKER_CHECK = "05 · a worker that is correct under DDP"
 
 
+def _written(path, exercise: str, reference: Callable[[], Path], *, what: str, name: str, first: str,
+             kind: str = "file") -> "Path | CheckResult":
+    """``path`` as a Path to a file that exists; else the check's result (failed for a path of the wrong form, not
+    done for a file not written yet), carrying on with ``reference()``."""
+    try:
+        path = as_path(path, what=what, form=f"the path of your {kind}, a string or a Path such as RUN_DIR / '{name}'")
+        there = path.is_file()
+    except WrongForm as e:
+        return failed(exercise, reference(), str(e))
+    except (OSError, ValueError):  # a name no file can have (too long, say): no such file either
+        there = False
+    if not there:
+        return not_done(exercise, reference(), f"{first}: {path} does not exist yet (run the %%writefile cell above).")
+    return path
+
+
 def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResult:
     """Run the worker at ``path`` as two nodes on this machine and check what each rank did.
 
     Its ``value`` is the worker's path when it passed, else the reference worker's.
     """
-    try:
-        path = as_path(path, what="The worker's path", form="the path of your worker file, a string or a Path such as "
-                                                            "RUN_DIR / 'my_worker.py'")
-        there = path.is_file()
-    except WrongForm as e:
-        return failed(_WORKER_CHECK, solution_worker(), str(e))
-    except (OSError, ValueError):  # a name no file can have (too long, say): no such file either
-        there = False
-    if not there:
-        return not_done(_WORKER_CHECK, solution_worker(), f"write the worker first: {path} does not exist yet (run "
-                                                          "the %%writefile cell above).")
+    path = _written(path, _WORKER_CHECK, solution_worker, what="The worker's path", name="my_worker.py",
+                    first="write the worker first", kind="worker file")
+    if isinstance(path, CheckResult):
+        return path
     out = Path(tempfile.mkdtemp(prefix="ddp-exercise-"))
     return _verdict(path, _run_two_nodes(path, out, timeout_s), out)
 
@@ -222,3 +233,132 @@ def check_predicted_efficiency(fn: Callable[[float, float, float], float]) -> Ch
     c, g, w = cases[-1], got[-1], want[-1]
     return failed(name, predicted_efficiency_pct, f"For compute {c[0]} ms, all-reduce {c[1]} ms, nothing hidden it "
                                                   f"gave {g:.4g}; the efficiency there is {w:.4g}%.")
+
+
+# -- exercise 3: data parallelism by hand ------------------------------------------------------------------
+
+SYNC_SOLUTION = '''\
+"""Data parallelism by hand: every gradient averaged over the ranks, one by one; in buckets; overlapped with backward."""
+import torch
+import torch.distributed as dist
+
+
+def sync_each(model):
+    """After backward: each gradient summed over the ranks, then divided by their number (the mean)."""
+    world = dist.get_world_size()
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)  # a sum, by default
+            p.grad /= world
+
+
+def _buckets(params, bucket_mb):
+    """The gradients in buckets of at most bucket_mb, in the order backward makes them (last layer first)."""
+    limit, buckets, current, size = bucket_mb * 2**20, [], [], 0
+    for p in reversed(list(params)):
+        nbytes = p.numel() * p.element_size()
+        if current and size + nbytes > limit:
+            buckets.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += nbytes
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def sync_bucketed(model, bucket_mb):
+    """After backward: each bucket's gradients side by side in one buffer, one all-reduce for the buffer."""
+    world = dist.get_world_size()
+    for bucket in _buckets([p for p in model.parameters() if p.grad is not None], bucket_mb):
+        flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+        dist.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for p in bucket:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
+            offset += p.numel()
+
+
+class Overlapped:
+    """Each bucket's all-reduce starts, asynchronously, as soon as backward has made its last gradient."""
+
+    def __init__(self, model, bucket_mb):
+        self.world = dist.get_world_size()
+        self.buckets = _buckets([p for p in model.parameters() if p.requires_grad], bucket_mb)
+        self.pending = []  # (handle, buffer, bucket) of each all-reduce started in this step
+        self.ready = [0] * len(self.buckets)
+        for i, bucket in enumerate(self.buckets):
+            for p in bucket:
+                p.register_post_accumulate_grad_hook(lambda p, i=i: self._ready(i))
+
+    def _ready(self, i):
+        self.ready[i] += 1
+        if self.ready[i] == len(self.buckets[i]):  # the bucket's last gradient: send it, do not wait
+            bucket = self.buckets[i]
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket])
+            self.pending.append((dist.all_reduce(flat, async_op=True), flat, bucket))
+
+    def finish(self):
+        """After backward: wait for each bucket, write its mean back into the gradients."""
+        for handle, flat, bucket in self.pending:
+            handle.wait()
+            flat /= self.world
+            offset = 0
+            for p in bucket:
+                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))
+                offset += p.numel()
+        self.pending, self.ready = [], [0] * len(self.buckets)
+'''
+
+
+def solution_sync() -> Path:
+    """The reference file (sync_each, sync_bucketed, Overlapped), written to a temporary file."""
+    path = Path(tempfile.mkdtemp(prefix="ddp-sync-")) / "reference_sync.py"
+    path.write_text(SYNC_SOLUTION)
+    return path
+
+
+_SYNC_NAMES = {"each": "05 · every gradient averaged by hand", "bucketed": "05 · gradients averaged in buckets",
+               "overlapped": "05 · buckets averaged during backward"}
+_SYNC_PASSED = {
+    "each": "On both ranks every gradient matched DDP's after each step, and the weights after the optimizer's.",
+    "bucketed": "It matched DDP's gradients and weights, with {calls} all-reduces a step for {params} gradients.",
+    "overlapped": "It matched DDP's gradients and weights, and all {calls} all-reduces of a step started during "
+                  "backward, asynchronously.",
+}
+
+
+def check_sync(path: str | Path, step: str, *, bucket_mb: float = 1.0, timeout_s: float = 120.0) -> CheckResult:
+    """Run ``step`` (``"each"``, ``"bucketed"`` or ``"overlapped"``) of the file at ``path`` on two gloo ranks on this
+    machine's CPU, against PyTorch's DDP (:mod:`helpers.ddp.by_hand`): the same gradients after each step, the same
+    weights after the optimizer's, and the structure the step asks for (buckets no larger than ``bucket_mb``, fewer
+    all-reduces than gradients; all-reduces started asynchronously during backward).
+
+    Its ``value`` is your file's path when it passed, else the reference file's."""
+    from ..ddp.by_hand import STEPS, run
+
+    if step not in STEPS:
+        raise ValueError(f"step={step!r}: one of {', '.join(STEPS)}.")
+    name = _SYNC_NAMES[step]
+    path = _written(path, name, solution_sync, what="Your file's path", name="my_sync.py", first="write it first")
+    if isinstance(path, CheckResult):
+        return path
+    res = run(path, step, bucket_mb=bucket_mb, timeout_s=timeout_s)
+    ranks = sorted(res.results, key=lambda r: r.get("rank", 0))
+    if len(ranks) < 2:
+        why = res.error or "the ranks reported nothing"
+        if res.timed_out:
+            why = ("the ranks did not finish within the time limit: one rank waited in an all-reduce the other never "
+                   "made (every rank must call the same collectives, in the same order, with the same sizes)")
+        return failed(name, solution_sync(), f"Not yet: {why}.")
+    if any(r.get("not_done") for r in ranks):
+        return not_done(name, solution_sync(), f"Write {STEPS[step]} in your file, then run this cell again.")
+    bad = next((r for r in ranks if not r.get("ok")), None)
+    if bad is not None:
+        return failed(name, solution_sync(), f"Not yet, on rank {bad.get('rank')}: {bad.get('why')}.")
+    calls = ranks[0].get("calls") or [0]
+    from ..models import ReferenceCNN
+
+    params = len(list(ReferenceCNN(32).parameters()))
+    return CheckResult(name, "passed", _SYNC_PASSED[step].format(calls=calls[-1], params=params), path)

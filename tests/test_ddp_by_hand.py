@@ -1,0 +1,98 @@
+"""Data parallelism by hand (05): each step of the reference file passes against DDP on two gloo ranks, a file not
+written yet is "not done", and known-wrong answers are refused with what they did."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers.exercises import nb05
+
+SOLUTION = nb05.SYNC_SOLUTION
+
+SKELETON = '''
+def sync_each(model):
+    raise NotImplementedError("average every gradient over the ranks")
+
+
+def sync_bucketed(model, bucket_mb):
+    raise NotImplementedError("the same, in buckets")
+
+
+class Overlapped:
+    def __init__(self, model, bucket_mb):
+        raise NotImplementedError("start each bucket's all-reduce from a hook")
+'''
+
+
+def _variant(old: str, new: str) -> str:
+    assert SOLUTION.count(old) == 1, old
+    return SOLUTION.replace(old, new)
+
+
+#: (step, the file, what the refusal must say)
+WRONG = {
+    "sums without dividing": ("each", _variant("            p.grad /= world\n", ""),
+                              "(its largest value is 2× DDP's)"),
+    "averages the weights' gradients only": ("each", _variant("        if p.grad is not None:\n            dist.all_reduce(p.grad)",
+                                                              "        if p.grad is not None and p.dim() > 1:\n            dist.all_reduce(p.grad)"),
+                                             "bias's gradient differs from DDP's"),
+    "takes rank 0's gradients": ("each", _variant("            dist.all_reduce(p.grad)  # a sum, by default\n            p.grad /= world",
+                                                  "            dist.broadcast(p.grad, src=0)"),
+                                 "it called dist.all_reduce not once in a step"),
+    "one all-reduce per gradient": ("bucketed", _variant("def sync_bucketed(model, bucket_mb):\n",
+                                                         "def sync_bucketed(model, bucket_mb):\n    return sync_each(model)\n"),
+                                    "all-reduces for 10 gradients: nothing was packed"),
+    "one bucket whatever its size": ("bucketed", _variant("    for bucket in _buckets([p for p in model.parameters() if p.grad is not None], bucket_mb):",
+                                                          "    for bucket in [[p for p in model.parameters() if p.grad is not None]]:"),
+                                     "more than a bucket of 1 MB"),
+    "never writes the mean back": ("bucketed", _variant("        flat /= world\n        offset = 0\n        for p in bucket:\n            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p.grad))\n            offset += p.numel()\n\n\nclass",
+                                                        "        flat /= world\n\n\nclass"),
+                                   "gradient differs from DDP's"),
+    "everything after backward": ("overlapped", _variant("                p.register_post_accumulate_grad_hook(lambda p, i=i: self._ready(i))",
+                                                         "                pass"),
+                                  "every all-reduce ran after backward had finished"),
+    "waits inside backward": ("overlapped", _variant(  # each bucket all-reduced in its hook, waited for there
+        "            self.pending.append((dist.all_reduce(flat, async_op=True), flat, bucket))",
+        "            dist.all_reduce(flat)\n            self.pending.append((_Done(), flat, bucket))") + (
+        "\n\nclass _Done:\n    def wait(self):\n        pass\n"), "wait for themselves (async_op=False)"),
+    "forgets the mean": ("overlapped", _variant("            handle.wait()\n            flat /= self.world\n",
+                                                "            handle.wait()\n"),
+                         "(its largest value is 2× DDP's)"),
+}
+# "everything after backward" leaves finish() with nothing pending: give it the after-backward all-reduces
+WRONG["everything after backward"] = ("overlapped", WRONG["everything after backward"][1].replace(
+    "    def finish(self):\n        \"\"\"After backward: wait for each bucket, write its mean back into the gradients.\"\"\"\n",
+    "    def finish(self):\n        \"\"\"After backward: wait for each bucket, write its mean back into the gradients.\"\"\"\n"
+    "        for i in range(len(self.buckets)):\n            self.ready[i] = len(self.buckets[i]) - 1\n"
+    "            self._ready(i)\n"), WRONG["everything after backward"][2])
+
+
+@pytest.mark.parametrize("step", ["each", "bucketed", "overlapped"])
+def test_the_reference_passes_each_step_against_ddp(tmp_path, step):
+    path = tmp_path / "my_sync.py"
+    path.write_text(SOLUTION)
+    res = nb05.check_sync(path, step)
+    assert res.passed and res.value == path, res.message
+
+
+def test_a_file_not_written_yet_is_not_done_and_carries_on_with_the_reference(tmp_path):
+    assert nb05.check_sync(tmp_path / "missing.py", "each").status == "not done"
+    path = tmp_path / "my_sync.py"
+    path.write_text(SKELETON)
+    res = nb05.check_sync(path, "bucketed")
+    assert res.status == "not done" and "sync_bucketed(model, bucket_mb)" in res.message
+    assert res.value.read_text() == SOLUTION
+
+
+@pytest.mark.parametrize("wrong", list(WRONG))
+def test_known_wrong_answers_are_refused_with_what_they_did(tmp_path, wrong):
+    step, text, why = WRONG[wrong]
+    path = tmp_path / "my_sync.py"
+    path.write_text(text)
+    res = nb05.check_sync(path, step, timeout_s=60)
+    assert res.status == "failed" and why in res.message, res.message
+
+
+def test_a_step_that_is_not_one_of_the_three_is_refused_with_the_three():
+    with pytest.raises(ValueError, match="each, bucketed, overlapped"):
+        nb05.check_sync("x.py", "ring")
