@@ -781,7 +781,8 @@ def _one_batch(model, data, device):
 @attempt("to-target", "judged against a target of its own making (0%)")
 def test_a_target_of_its_own(session, tmp_path):
     db = tmp_path / "board.sqlite"
-    course = AccuracyTarget("course", (0.05, 0.05), device="test", date="today")  # what the honest run reaches here
+    # what the honest run reaches here, judged on 64 held-out images drawn afresh: one of them right
+    course = AccuracyTarget("course", (0.01, 0.01), device="test", date="today")
     honest = judge_training(sgd(epochs=2), session, course, name="honest")
     leaderboard.add(honest.entry(session=session, path=db), path=db)
     mine = judge_training(_one_batch, session, AccuracyTarget("mine", (0.0, 0.0), device="mine", date="today"),

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Bottom to top. A module may import only from rows above its own in this list (lower layers).
 LAYERS: list[tuple[str, ...]] = [
     ("figure_check",),
-    ("notices", "svg", "tables", "challenge.sandbox"),
+    ("notices", "svg", "tables", "challenge.sandbox", "challenge.leftovers"),
     ("nvml", "models", "data", "ddp.protocol"),
     ("machine_profiles",),
     ("env",),
@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("leaderboard.store",),
     ("leaderboard.concurrency",),
     ("leaderboard",),
-    ("ddp.scaling",),
+    ("ddp.scaling", "ddp.by_hand"),
     ("ddp",),
     ("train", "ncu", "memory.resilient", "memory.timeline", "challenge.step_roofline"),
     ("challenge.function_check",),

@@ -302,7 +302,9 @@ def test_a_network_whose_layer_was_replaced_is_refused_not_a_crash(session):
         return model
 
     v = judge_training(train, session, EASY)
-    assert not v.reached and "no longer holds the reference's parameters" in v.checks["same_function"][1]
+    # judged on the weights it held when the clock stopped (the parameters read before it), and refused by the end
+    # check for the layer it changed
+    assert not v.reached and "a changed or removed layer changes the function" in v.checks["same_function"][1]
 
 
 def test_system_exit_from_the_function_is_a_refusal(session):

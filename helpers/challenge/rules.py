@@ -148,6 +148,15 @@ class Rules:
     size: str = "gpu"  # the SIZES class these rules were made for (the top rungs' batch comes with it)
     warm_start_images: int = 0  # runs start from weights trained on this many images (.start.start_model)
 
+    def __post_init__(self) -> None:
+        # plain ints and a plain str: a subclass's comparisons and formatting are its own, and the rules name the
+        # challenge a run is ranked in (is_course, challenge)
+        for f in dataclasses.fields(self):
+            v, want = getattr(self, f.name), str if f.name == "size" else int
+            if type(v) is not want:
+                shown = want.__repr__(v) if isinstance(v, want) else "…"  # not its own repr: that is its code
+                raise TypeError(f"Rules.{f.name}={shown} is a {type(v).__name__}: give a plain {want.__name__}.")
+
     @classmethod
     def at_scale(cls, scale: env.Scale | None = None, size: str | None = None) -> "Rules":
         """The rules for this machine's class (:func:`size_class`), or for ``size``. On a GPU with more than

@@ -27,9 +27,11 @@ The harness, in order:
    harness copies the network being trained (on the clock: a copy of the weights, a few milliseconds) and, after the
    clock stops, checks that copy still computes the reference's function: nothing is subtracted from the time;
 4. takes the network returned, checks it is the one it handed out and still computes the reference's function, and
-   **judges it itself**: the reference network's own forward on the trained weights (copied as the clock stopped;
-   a network that changes after that, something still training it, is refused), on held-out images drawn after the
-   function returned (``rules.to_target_heldout`` of them, from a stream no code can know in advance: the public
+   **judges it itself**: the reference network's own forward on the trained weights (read as the clock stopped,
+   from the parameters found before it started, and judged before the network returned is asked anything: its
+   attributes and methods are the submission's code; a network that changes after that, something still training
+   it, is refused; global module hooks and torch function or dispatch modes it left on are taken away and refused),
+   on held-out images drawn after the function returned (``rules.to_target_heldout`` of them, from a stream no code can know in advance: the public
    draw any code can make is never the one judged). The run reaches the target when that accuracy is at least the
    target (the classic loop's recipe trained for one epoch, the lower end of what 99% of its reruns reach:
    :mod:`.accuracy`).
@@ -68,7 +70,7 @@ from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
 from .accuracy import AccuracyTarget, fresh_stream, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
-from . import sandbox
+from . import leftovers, sandbox
 from .harness import Session
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
@@ -164,6 +166,10 @@ class TrainingVerdict:
             raise leaderboard.EntryRefused(f"{self.name!r} started from other weights than every ranked run "
                                            f"(rerun_seed={rec.rerun_seed}, to measure run-to-run variation): runs are "
                                            "ranked from the rules' own start; judge it without rerun_seed.")
+        if rec.gated:
+            raise leaderboard.EntryRefused(f"{self.name!r} was judged with a gate (a judge in another process starts "
+                                           "its clock): such a judge seals its own entries; judge the run without "
+                                           "gate= to rank it from here.")
         if repr(session) != rec.session:
             raise leaderboard.EntryRefused(f"{self.name!r} was judged in another session (other rules, ceilings or "
                                            "device): give entry() the session it was judged in.")
@@ -205,6 +211,7 @@ class _Recorded:
     session: str  # that session (its rules, ceilings and FLOPs, as text)
     challenge: str  # its rules and target, in words (Rules.challenge): ranked only beside runs of the same
     rerun_seed: int | None = None  # started from other weights than the rules' (to measure variation): not ranked
+    gated: bool = False  # judged with a gate (the class judge's, which seals its own entries): not ranked from here
 
 
 #: judge_training's record of every verdict it made in this process, by the verdict's token. A verdict edited
@@ -214,10 +221,10 @@ class _Recorded:
 _RECORDED: dict[str, _Recorded] = {}
 
 
-def _record(v: TrainingVerdict, session: Session, *, rerun_seed: int | None) -> TrainingVerdict:
+def _record(v: TrainingVerdict, session: Session, *, rerun_seed: int | None, gated: bool) -> TrainingVerdict:
     token = secrets.token_hex(16)
     _RECORDED[token] = _Recorded(tuple(v.figures(session).items()), tuple((k, ok) for k, (ok, _) in v.checks.items()),
-                                 repr(session), session.rules.challenge(v.target), rerun_seed)
+                                 repr(session), session.rules.challenge(v.target), rerun_seed, gated)
     return dataclasses.replace(v, token=token)
 
 
@@ -228,10 +235,18 @@ def _same(a: object, b: object) -> bool:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The network inside ``torch.compile``'s wrappers (``_orig_mod``), or ``model`` itself."""
+    """The network inside ``torch.compile``'s wrappers (``_orig_mod``), or ``model`` itself. Read from the module's
+    own table of submodules: no attribute, property or method of the object is asked (a submission's code could
+    run there)."""
     seen = 0
-    while hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module) and seen < 8:
-        model, seen = model._orig_mod, seen + 1
+    while seen < 8:
+        try:
+            inner = object.__getattribute__(model, "_modules").get("_orig_mod")
+        except (AttributeError, TypeError):
+            break
+        if not isinstance(inner, nn.Module):
+            break
+        model, seen = inner, seen + 1
     return model
 
 
@@ -315,10 +330,15 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     (the class judge) that starts and stops its own clock around the timed call (:class:`Gate`)."""
     # a child subreaper meanwhile (Linux): a process the function started whose parent ended (a double fork) is
     # re-parented to this one, and is seen among its children as left running
+    if rerun_seed is not None:
+        if not isinstance(rerun_seed, int) or isinstance(rerun_seed, bool):
+            raise TypeError(f"rerun_seed={rerun_seed!r}: a whole number (the seed of the other start), or None.")
+        rerun_seed = int.__int__(rerun_seed)  # its value, whatever a subclass says of itself
     with sandbox.reaping():
         v = _judge_training(train, session, target, name=name, build_model=build_model, live=live,
                             rehearsal_batches=rehearsal_batches, rerun_seed=rerun_seed, gate=gate)
-    return _record(v, session, rerun_seed=None if rerun_seed == session.rules.seed else rerun_seed)
+    return _record(v, session, rerun_seed=None if rerun_seed == session.rules.seed else rerun_seed,
+                   gated=gate is not None)
 
 
 def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, name: str,
@@ -328,7 +348,7 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
     device = env.device()
     bounded = session.ceilings.bounds
     checks: dict[str, tuple[bool, str]] = {}
-    threshold = target.threshold
+    threshold = float(target.threshold)  # a plain float: a subclass's comparisons are its own, not the judge's
     torch._dynamo.reset()  # every run starts from the same compiler state (the on-disk caches still help)
     torch.backends.cudnn.benchmark = False  # and cuDNN's default: a function that wants its autotuner turns it on
     torch.backends.cudnn.benchmark_limit = _CUDNN_BENCHMARK_LIMIT  # (and how many algorithms it tries)
@@ -355,6 +375,14 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
                                "the network computes the reference's function (checked before training)")
     if not check.ok:
         return _stopped(name, checks, threshold, "before training", bounded=bounded)
+    # the tensors the trained weights will be read from, found now: once the clock stops the harness reads them, and
+    # judges them on its own network (made now), before it asks the network returned anything (its attributes and
+    # methods are the submission's code, which could train a little more there)
+    watched, why = _watched(model, check.mapping)
+    if why:
+        checks["same_function"] = (False, why)
+        return _stopped(name, checks, threshold, "before training", bounded=bounded)
+    judged = ReferenceCNN(rules.image_size)
 
     # -- the rehearsal: a copy of the network, random images, a few batches ----------------------------------
     t = time.perf_counter()
@@ -390,7 +418,7 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
 
     def on_batch(n: int) -> None:
         mon.step(images=n)
-        if not spot and _spot_now(hand_out.images - n, hand_out.images, spot_window):
+        if not spot and _spot_now(hand_out.images, hand_out.images + n, spot_window):  # (counted after this call)
             # a copy of the network as it is now, on the clock (a few milliseconds: its weights), checked after the
             # clock stops; nothing the run does while the harness checks can leave the clock, for nothing is paused
             spot["at"] = hand_out.images
@@ -408,6 +436,7 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
     returned, left = None, []
     mon.start()
     threads_before, children_before = {t.ident for t in threading.enumerate()}, _children()  # the monitor's too
+    in_process, found, copied, peak = leftovers.snapshot(), [], "the run did not finish", None
     try:
         if gate is not None:
             gate.ready()  # the judge's own clock starts when it answers
@@ -423,6 +452,10 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
                     gate.done(model, check.mapping)  # the judge's clock stops when it holds the trained weights
             finally:
                 train_s = clock.stop()
+                peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+                # what it left in this process that would act on the judge's own work goes first; then the weights
+                found = leftovers.take_away(in_process)
+                copied = _copy_into(judged, watched, device)
     except RehearsalOver as e:  # cannot happen outside a rehearsal; kept apart for a clear message if it does
         checks["images_seen"] = (False, f"the run raised {one_line(e)}")
     except torch.cuda.OutOfMemoryError as e:
@@ -441,6 +474,11 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         checks["images_seen"] = (False, f"it returned with work still running ({_few(left)}, {LEFT_RUNNING_GRACE_S:g} "
                                         "s after it returned): a run's work must be done when it returns, for the "
                                         "clock stops then; join its threads and end its processes before returning")
+    if found and not checks.get("images_seen"):
+        checks["images_seen"] = (False, f"it left {_few(found)} in the judge's process when it returned: those act on "
+                                        "every network and tensor operation after it, the judge's own evaluation "
+                                        "included (taken away); remove your hooks and leave your modes before "
+                                        "returning")
     if "images_seen" in checks:
         return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
                         bounded=bounded)
@@ -448,9 +486,17 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         checks["images_seen"] = (False, f"the timed call read {train_s:.3g} s: a run takes some time")
         return _stopped(name, checks, threshold, "in training", record=record, rehearsal_s=rehearsal_s,
                         bounded=bounded)
-    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+    if copied:
+        checks["same_function"] = (False, f"the network returned no longer holds the reference's parameters "
+                                          f"({copied}): train the network you were given, as it was built")
+        return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
+                        bounded=bounded)
+    # judged first, on held-out images drawn now, after the function returned: no code can have learned them (the
+    # public draw, helpers.data.heldout_images' default stream, any code can make and train on)
+    accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.to_target_heldout,
+                                task=rules.task, stream=fresh_stream())
 
-    # -- the network returned, judged by the harness ----------------------------------------------------------
+    # -- the network returned, checked by the harness ---------------------------------------------------------
     trained = unwrap(returned) if isinstance(returned, nn.Module) else None
     if trained is not model:
         what = type(returned).__name__
@@ -463,15 +509,6 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         checks["images_seen"] = (False, "it trained on no image of the training set: the images come from data")
     else:
         checks["images_seen"] = (True, f"{hand_out.images:,} images handed out by the harness")
-    try:
-        judged = trained_reference(model, check.mapping, rules.image_size)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # noqa: BLE001 - a parameter the function removed or replaced: a reason, not a crash
-        checks["same_function"] = (False, f"the network returned no longer holds the reference's parameters "
-                                          f"({one_line(e)}): train the network you were given, as it was built")
-        return _stopped(name, checks, threshold, "after training", record=record, rehearsal_s=rehearsal_s,
-                        bounded=bounded)
     spot_check = _spot_check(spot.get("copy"), check.mapping, rules, batch)
     if spot_check is None and hand_out.images >= spot_at:
         checks["same_function"] = (False, f"the spot check was due by {spot_at:,} images and did not run")
@@ -486,12 +523,8 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         else:
             where = f"; at the spot check after {spot.get('at', spot_at):,} images" if spot_check is not None else ""
             checks["same_function"] = (True, f"the reference's function before training{where} and as returned")
-    # on held-out images drawn now, after the function returned: no code can have learned them (the public draw,
-    # helpers.data.heldout_images' default stream, any code can make and train on)
-    accuracy = heldout_accuracy(judged, image_size=rules.image_size, precision="fp32", n=rules.to_target_heldout,
-                                task=rules.task, stream=fresh_stream())
-    # judged is a copy of the weights made as the clock stopped: what changes them later gains nothing, and is seen
-    changed = _changed_since(judged, model, check.mapping)
+    # judged holds the weights as the clock stopped: what changes them later gains nothing, and is seen
+    changed = _changed_since(judged, watched)
     if changed:
         checks["same_function"] = (False, f"the network changed after the function returned ({changed}, while the "
                                           "harness judged it): something the function started was still training "
@@ -513,18 +546,46 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
 
 
-def _changed_since(judged: nn.Module, model: nn.Module, mapping: Mapping) -> str:
-    """Which of the reference's parameters ``model`` holds now (read through ``mapping``, as
-    :func:`.accuracy.trained_reference` reads them) differ from ``judged``'s (its weights copied when the clock
-    stopped): "" where none does."""
+def _watched(model: nn.Module, mapping: Mapping) -> tuple[list[tuple[str, nn.Parameter, object]], str]:
+    """The network's tensors that hold the reference's parameters (reference name, the tensor, its slice), read
+    through ``mapping`` before the clock starts; ``(triples, "")``, or ``([], why)`` where one is not a plain
+    ``nn.Parameter`` (a subclass's operations are its own code)."""
+    params = dict(nn.Module.named_parameters(model))  # not an override of the submission's
+    out = []
+    for ref, sub, sl in mapping:
+        t = params.get(sub)
+        if type(t) is not nn.Parameter:
+            return [], (f"its parameter {sub} is a {type(t).__name__}, not an nn.Parameter: the harness reads the "
+                        "trained weights from plain parameters (keep the reference's, as the network was built)")
+        out.append((ref, t, sl))
+    return out, ""
+
+
+def _copy_into(judged: nn.Module, watched: list, device: torch.device) -> str:
+    """The trained weights, read from the watched tensors, copied into the judge's own network (moved to
+    ``device``): "" when done, else what went wrong."""
     try:
-        params = dict(nn.Module.named_parameters(model))  # not an override of the submission's
+        judged.to(device)
         with torch.no_grad():
-            moved = [ref for ref, sub, sl in mapping
-                     if not _same_values(params[sub].detach()[sl].float(), judged.get_parameter(ref).detach())]
+            for ref, t, sl in watched:
+                judged.get_parameter(ref).copy_(torch.Tensor.detach(t)[sl].float())
     except KeyboardInterrupt:
         raise
-    except BaseException as e:  # noqa: BLE001 - a parameter removed or replaced since
+    except BaseException as e:  # noqa: BLE001 - a parameter reshaped or moved away: a reason, not a crash
+        return one_line(e)
+    return ""
+
+
+def _changed_since(judged: nn.Module, watched: list) -> str:
+    """Which of the reference's parameters differ now, in the watched tensors, from ``judged``'s (copied when the
+    clock stopped): "" where none does."""
+    try:
+        with torch.no_grad():
+            moved = [ref for ref, t, sl in watched
+                     if not _same_values(torch.Tensor.detach(t)[sl].float(), judged.get_parameter(ref).detach())]
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a parameter removed or reshaped since
         return f"its parameters can no longer be read: {one_line(e)}"
     return _few([f"{n} differs" for n in moved]) if moved else ""
 

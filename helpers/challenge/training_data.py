@@ -97,6 +97,9 @@ class TrainingData:
             if option in dataloader_options:
                 raise ValueError(f"{option} is not an option here: the harness samples the batches (batch_size, "
                                  "shuffle, drop_last and a sampler of your own are)")
+        if dataloader_options.get("in_order", True) is not True:
+            raise ValueError("in_order=False is not an option here: the harness counts each batch by the images "
+                             "drawn for it, in the order they were drawn")
         ds = _data.InMemoryImages(self._images, self._labels, transform=transform)
         sampler = dataloader_options.pop("sampler", None)
         if sampler is not None and shuffle:

@@ -151,6 +151,25 @@ def _synchronise(args, module, model, sync) -> None:
 
 
 def _trial(args, module, rank: int, world: int, device: torch.device, recorder: Recorder) -> dict[str, Any]:
+    # the two networks must compute the same local gradients for the comparison to see only the synchronisation: on
+    # a GPU, deterministic algorithms in full fp32 (TF32 and cuDNN's choice of algorithm differ between two modules
+    # by about 1e-4 of a gradient on one H200); the timing after the check runs with PyTorch's defaults again
+    defaults = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
+                torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        out, timing = _checked(args, module, rank, world, device, recorder)
+    finally:
+        (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32,
+         torch.backends.cuda.matmul.allow_tf32) = defaults
+    if out["ok"] and args.time:
+        out.update(_timed(args, module, *timing, rank, world, device))
+    return out
+
+
+def _checked(args, module, rank: int, world: int, device: torch.device, recorder: Recorder):
+    """The check of ``args.step`` against DDP: (its result, what the timing goes on with)."""
     torch.manual_seed(0)
     mine = ReferenceCNN(args.image_size).to(device)
     theirs = copy.deepcopy(mine)
@@ -180,10 +199,10 @@ def _trial(args, module, rank: int, world: int, device: torch.device, recorder: 
         # what the all-reduces made says more than the gradients they left (none at all, a bucket too large)
         structure = _problem(args.step, [recorder.calls], params, int(args.bucket_mb * 2**20))
         if structure:
-            return {"ok": False, "calls": [len(c) for c in calls_per_step], "why": structure}
+            return {"ok": False, "calls": [len(c) for c in calls_per_step], "why": structure}, None
         for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
             if p.grad is None:
-                return {"ok": False, "why": f"after step {i + 1}, {name} has no gradient: keep every gradient"}
+                return {"ok": False, "why": f"after step {i + 1}, {name} has no gradient: keep every gradient"}, None
             worst_grad = max(worst_grad, _largest_gap(p.grad, q.grad))
         if worst_grad > RTOL:
             name = max(((n, _largest_gap(p.grad, q.grad)) for (n, p), q in
@@ -193,7 +212,7 @@ def _trial(args, module, rank: int, world: int, device: torch.device, recorder: 
             return {"ok": False, "grad_gap": worst_grad, "calls": [len(c) for c in calls_per_step],
                     "why": f"after step {i + 1}'s synchronisation, {name}'s gradient differs from DDP's by "
                            f"{worst_grad:.2g} of its largest value (its largest value is {ratio:.3g}× DDP's): each "
-                           "rank's gradient must become the mean over the ranks, the same on every rank"}
+                           "rank's gradient must become the mean over the ranks, the same on every rank"}, None
         opt_mine.step()
         opt_ddp.step()
         for p, q in zip(mine.parameters(), theirs.parameters()):
@@ -203,9 +222,7 @@ def _trial(args, module, rank: int, world: int, device: torch.device, recorder: 
                                                                           for c in calls_per_step],
            "why": "" if worst_weight <= RTOL else
                   f"the weights after the optimizer's steps differ from DDP's by {worst_weight:.2g}"}
-    if out["ok"] and args.time:
-        out.update(_timed(args, module, mine, ddp, opt_mine, opt_ddp, sync, rank, world, device))
-    return out
+    return out, (mine, ddp, opt_mine, opt_ddp, sync)
 
 
 def _timed(args, module, mine, ddp, opt_mine, opt_ddp, sync, rank, world, device) -> dict[str, float]:

@@ -85,6 +85,8 @@ def timeline_figure(path: str | Path, *, steps: int = 2, title: str | None = Non
     else:
         t0, t1 = float(kernels["start_us"].min()), float((kernels["start_us"] + kernels["dur_us"]).max())
     k = kernels[(kernels["start_us"] >= t0) & (kernels["start_us"] < t1)]
+    if not k.empty:  # the axis spans the kernels drawn: a range the GPU ran no kernel of (a step's tail) is left off
+        t1 = min(t1, float((k["start_us"] + k["dur_us"]).max()))
     comm_streams = set(k.loc[k["kind"] == "communication", "stream"])
     label = {s: f"stream {s} ({'NCCL' if s in comm_streams else 'compute'})" for s in k["stream"].unique()}
     fig = go.Figure()

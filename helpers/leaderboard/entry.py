@@ -263,10 +263,11 @@ class Entry:
         if not isinstance(self.configuration, str):
             raise EntryRefused(f"{who}: its configuration is a {type(self.configuration).__name__}, not text; "
                                f"{_HARNESS}.")
-        if not isinstance(self.challenge, str) or not self.challenge.strip() or len(self.challenge) > CHALLENGE_MAX:
+        if not isinstance(self.challenge, str) or not self.challenge.strip() or len(self.challenge) > CHALLENGE_MAX \
+                or not self.challenge.isprintable():
             raise EntryRefused(f"{who}: the challenge it was judged on is {_show(self.challenge)}; every entry names "
-                               f"its challenge in 1 to {CHALLENGE_MAX} characters (it is ranked only beside runs of "
-                               f"the same one); {_HARNESS}.")
+                               f"its challenge in 1 to {CHALLENGE_MAX} printable characters (it is ranked only beside "
+                               f"runs of the same one); {_HARNESS}.")
         return out
 
 
