@@ -36,7 +36,20 @@ def _axis_key(ref: str) -> str:
 
 
 def _values(trace: dict, letter: str) -> list[float]:
-    raw = trace.get(letter)
+    """The numbers a trace puts on its ``letter`` axis. A bar drawn from a ``base`` (a timeline's bars: base = start,
+    length = duration) spans base to base + length on its value axis: both ends count, not the length alone."""
+    along = "x" if trace.get("orientation") == "h" else "y"
+    if trace.get("type") == "bar" and letter == along and trace.get("base") is not None:
+        lengths = _numbers(trace.get(letter))
+        base = trace.get("base")
+        starts = [float(base)] * len(lengths) if isinstance(base, (int, float)) else _numbers(base)
+        if len(starts) == len(lengths):
+            return starts + [b + v for b, v in zip(starts, lengths)]
+    return _numbers(trace.get(letter))
+
+
+def _numbers(raw) -> list[float]:
+    """The finite numbers of a trace's array (a list, or plotly 6's base64 ``bdata``)."""
     if raw is None:
         return []
     if isinstance(raw, dict) and "bdata" in raw:  # plotly 6 stores arrays as base64: decode with numpy

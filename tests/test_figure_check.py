@@ -347,3 +347,17 @@ def test_a_second_axis_left_to_plotlys_ticks_is_caught_and_the_monitors_clock_ax
     clock = [a for a in monitor.to_plotly_json()["layout"].values() if isinstance(a, dict) and a.get("overlaying")]
     assert len(clock) == 1 and clock[0]["tickmode"] == "linear" and clock[0]["dtick"] % 100 == 0
     assert figure_check.problems(monitor) == []
+
+
+def test_bars_drawn_from_a_base_span_their_whole_length():
+    """A timeline's bars (base = start, x = duration): a phase label at 65 ms sits inside bars that run to 122 ms,
+    and outside bars whose lengths alone reach 2 ms."""
+    import plotly.graph_objects as go
+
+    def timeline(base):
+        fig = go.Figure(go.Bar(y=["stream 7 (compute)"] * 3, x=[1.0, 2.0, 0.5], base=base, orientation="h"))
+        fig.add_vrect(x0=65, x1=66, annotation_text="forward", annotation_position="top left")
+        return fig.update_layout(xaxis_title="ms")
+
+    assert figure_check.problems(timeline([0, 60, 120])) == []
+    assert any("far outside the data (0.5…2)" in p for p in figure_check.problems(timeline(None)))
