@@ -23,8 +23,8 @@ from torch import nn
 from .. import data as _data
 from .. import env
 
-__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "time_target", "accuracy_margin", "runs_channels_last",
-           "AccuracyTarget", "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check",
+__all__ = ["HELDOUT_IMAGES", "heldout_accuracy", "copy_mapped", "fresh_stream", "time_target", "accuracy_margin",
+           "runs_channels_last", "AccuracyTarget", "accuracy_target", "write_targets", "TARGETS_FILE", "accuracy_check",
            "trained_reference"]
 
 #: Images in the held-out set at each scale (its accuracy's standard error is about 0.5 points at full scale).
@@ -60,11 +60,16 @@ def trained_reference(model: nn.Module, mapping, image_size: int) -> nn.Module:
 
     params = dict(nn.Module.named_parameters(model))  # not an override of the submission's
     first = next(iter(params.values()))
-    ref = ReferenceCNN(image_size).to(first.device)
+    return copy_mapped(ReferenceCNN(image_size).to(first.device), params, mapping)
+
+
+def copy_mapped(reference: nn.Module, params: dict[str, torch.Tensor], mapping) -> nn.Module:
+    """``reference`` holding the weights in ``params`` (a submission's parameters by name), read through ``mapping``
+    as fp32 copies; returns it. Only tensor operations of plain tensors are used: nothing of the submission's."""
     with torch.no_grad():
         for ref_name, sub_name, sl in mapping:
-            ref.get_parameter(ref_name).copy_(params[sub_name].detach()[sl].float())
-    return ref
+            reference.get_parameter(ref_name).copy_(torch.Tensor.detach(params[sub_name])[sl].float())
+    return reference
 
 
 def heldout_accuracy(model: nn.Module, *, image_size: int, precision: str = "fp32", n: int | None = None,

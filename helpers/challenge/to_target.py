@@ -68,7 +68,7 @@ from .. import data as _data
 from .. import env, leaderboard, tables
 from ..models import ReferenceCNN
 from ..monitor import Monitor, MonitorRecord
-from .accuracy import AccuracyTarget, fresh_stream, heldout_accuracy, trained_reference
+from .accuracy import AccuracyTarget, copy_mapped, fresh_stream, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
 from . import leftovers, sandbox
 from .harness import Session
@@ -328,12 +328,12 @@ def judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *, 
     ends in a refused verdict that names it. ``rerun_seed``: start from other weights and random state (to measure
     run-to-run variation; a judged run always starts from the rules' own). ``gate``: a judge in another process
     (the class judge) that starts and stops its own clock around the timed call (:class:`Gate`)."""
-    # a child subreaper meanwhile (Linux): a process the function started whose parent ended (a double fork) is
-    # re-parented to this one, and is seen among its children as left running
     if rerun_seed is not None:
         if not isinstance(rerun_seed, int) or isinstance(rerun_seed, bool):
             raise TypeError(f"rerun_seed={rerun_seed!r}: a whole number (the seed of the other start), or None.")
         rerun_seed = int.__int__(rerun_seed)  # its value, whatever a subclass says of itself
+    # a child subreaper meanwhile (Linux): a process the function started whose parent ended (a double fork) is
+    # re-parented to this one, and is seen among its children as left running
     with sandbox.reaping():
         v = _judge_training(train, session, target, name=name, build_model=build_model, live=live,
                             rehearsal_batches=rehearsal_batches, rerun_seed=rerun_seed, gate=gate)
@@ -546,29 +546,33 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
 
 
-def _watched(model: nn.Module, mapping: Mapping) -> tuple[list[tuple[str, nn.Parameter, object]], str]:
-    """The network's tensors that hold the reference's parameters (reference name, the tensor, its slice), read
-    through ``mapping`` before the clock starts; ``(triples, "")``, or ``([], why)`` where one is not a plain
-    ``nn.Parameter`` (a subclass's operations are its own code)."""
+@dataclasses.dataclass(frozen=True)
+class Watched:
+    """The parameters the trained weights are read from (by the submission's names) and the mapping that reads them
+    into the reference network (:attr:`.function_check.FunctionCheck.mapping`)."""
+
+    params: dict[str, nn.Parameter]
+    mapping: Mapping
+
+
+def _watched(model: nn.Module, mapping: Mapping) -> tuple[Watched, str]:
+    """The network's parameters that hold the reference's (by name) and the mapping to read them through, found
+    before the clock starts; ``(watched, "")``, or ``(None, why)`` where one is not a plain ``nn.Parameter`` (a
+    subclass's operations are its own code)."""
     params = dict(nn.Module.named_parameters(model))  # not an override of the submission's
-    out = []
-    for ref, sub, sl in mapping:
-        t = params.get(sub)
-        if type(t) is not nn.Parameter:
-            return [], (f"its parameter {sub} is a {type(t).__name__}, not an nn.Parameter: the harness reads the "
-                        "trained weights from plain parameters (keep the reference's, as the network was built)")
-        out.append((ref, t, sl))
-    return out, ""
+    for _, sub, _ in mapping:
+        if type(params.get(sub)) is not nn.Parameter:
+            return None, (f"its parameter {sub} is a {type(params.get(sub)).__name__}, not an nn.Parameter: the "
+                          "harness reads the trained weights from plain parameters (keep the reference's, as the "
+                          "network was built)")
+    return Watched({sub: params[sub] for _, sub, _ in mapping}, mapping), ""
 
 
-def _copy_into(judged: nn.Module, watched: list, device: torch.device) -> str:
-    """The trained weights, read from the watched tensors, copied into the judge's own network (moved to
+def _copy_into(judged: nn.Module, watched: Watched, device: torch.device) -> str:
+    """The trained weights, read from the watched parameters, copied into the judge's own network (moved to
     ``device``): "" when done, else what went wrong."""
     try:
-        judged.to(device)
-        with torch.no_grad():
-            for ref, t, sl in watched:
-                judged.get_parameter(ref).copy_(torch.Tensor.detach(t)[sl].float())
+        copy_mapped(judged.to(device), watched.params, watched.mapping)
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001 - a parameter reshaped or moved away: a reason, not a crash
@@ -576,13 +580,13 @@ def _copy_into(judged: nn.Module, watched: list, device: torch.device) -> str:
     return ""
 
 
-def _changed_since(judged: nn.Module, watched: list) -> str:
+def _changed_since(judged: nn.Module, watched: Watched) -> str:
     """Which of the reference's parameters differ now, in the watched tensors, from ``judged``'s (copied when the
     clock stopped): "" where none does."""
     try:
         with torch.no_grad():
-            moved = [ref for ref, t, sl in watched
-                     if not _same_values(torch.Tensor.detach(t)[sl].float(), judged.get_parameter(ref).detach())]
+            moved = [ref for ref, sub, sl in watched.mapping if not _same_values(
+                torch.Tensor.detach(watched.params[sub])[sl].float(), judged.get_parameter(ref).detach())]
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # noqa: BLE001 - a parameter removed or reshaped since
