@@ -78,6 +78,24 @@ def test_hta_measures_the_overlap_of_a_trace_with_a_known_answer(tmp_path):
     assert any("NCCL" in y for t in fig.data for y in t.y)
 
 
+def test_the_timeline_names_a_sliver_of_a_phase_without_drawing_labels_over_one_another(tmp_path):
+    """On a fast GPU the host's forward range is a sliver beside backward (two H200s, 2026-11-26): the phases'
+    names go on rows of their own above the plot, so the figure check finds nothing drawn over anything."""
+    from helpers import figure_check
+
+    d = _fake_traces(tmp_path / "trace")
+    trace = json.loads((d / "rank0.json").read_text())
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e["name"] != "backward"]
+    trace["traceEvents"] += [{"ph": "X", "cat": "gpu_user_annotation", "name": n, "pid": 0, "tid": 7, "ts": t, "dur": dur,
+                              "args": {}}
+                             for n, t, dur in (("forward", 1000, 3), ("backward", 1003, 250), ("optimizer", 1253, 4))]
+    (d / "rank0.json").write_text(json.dumps(trace))
+    fig = overlap.timeline_figure(d / "rank0.json", steps=1)
+    named = [a.text for a in fig.layout.annotations]
+    assert sorted(named) == ["backward", "forward", "optimizer"]
+    assert figure_check.problems(fig) == []
+
+
 def test_cluster_commands_and_a_slurm_script_that_parses(tmp_path):
     job = cluster.ClusterJob(nnodes=3, gpus_per_node=4, head="gpu-07", port=29611)
     lines = cluster.node_commands(job)

@@ -15,6 +15,8 @@ import json
 import logging
 from pathlib import Path
 
+from .. import figure_check
+
 __all__ = ["trace_kernels", "trace_phases", "has_gpu_kernels", "hta_overlap", "timeline_figure"]
 
 _KIND_COLORS = {"communication": "#d62728", "computation": "#1f77b4", "memory": "#7f7f7f", "other": "#bcbd22"}
@@ -95,12 +97,26 @@ def timeline_figure(path: str | Path, *, steps: int = 2, title: str | None = Non
                              base=(part["start_us"] - t0) / 1e3, orientation="h", name=kind,
                              marker_color=_KIND_COLORS.get(kind, "#999"), hovertext=part["name"].str.slice(0, 80),
                              hoverinfo="text+x"))
-    for _, p in phases[phases["name"].isin(["forward", "backward", "optimizer"])].iterrows():
-        if t0 <= p["start_us"] < t1:
-            x0 = (p["start_us"] - t0) / 1e3
-            fig.add_vrect(x0=x0, x1=x0 + p["dur_us"] / 1e3, line_width=0, opacity=0.12,
-                          fillcolor={"forward": "#2ca02c", "backward": "#ff7f0e"}.get(p["name"], "#9467bd"),
-                          annotation_text=p["name"], annotation_position="top left")
+    bands = [((p["start_us"] - t0) / 1e3, (p["start_us"] - t0 + p["dur_us"]) / 1e3, p["name"])
+             for _, p in phases[phases["name"].isin(["forward", "backward", "optimizer"])].iterrows()
+             if t0 <= p["start_us"] < t1]
+    # each phase named above the plot at its band's left, on the lowest row where it clears the others: on a fast
+    # GPU the host's forward range is a sliver and "forward" and "backward" would be drawn over one another
+    size, row_px, height = 11, 14, 330
+    legend_w = figure_check.legend_width([str(kind) for kind in k["kind"].unique()])
+    plot_w = figure_check.DEFAULT_WIDTH - 160 - legend_w
+    span = max((t1 - t0) / 1e3, 1e-9)
+    widths = [figure_check.text_width(name, size) + 4 for _x0, _x1, name in bands]
+    rows = figure_check.label_rows([(x0 / span * plot_w, x0 / span * plot_w + w) for (x0, _x1, _n), w in zip(bands, widths)])
+    top = 60 + row_px * (max(rows, default=-1) + 1)
+    plot_h = height + row_px * (max(rows, default=-1) + 1) - top - 80
+    for (x0, x1, name), row in zip(bands, rows):
+        fig.add_vrect(x0=x0, x1=x1, line_width=0, opacity=0.12,
+                      fillcolor={"forward": "#2ca02c", "backward": "#ff7f0e"}.get(name, "#9467bd"))
+        fig.add_annotation(x=x0, xanchor="left", xref="x", y=1 + (4 + row_px * row) / plot_h, yref="paper",
+                           yanchor="bottom", text=name, showarrow=False, font=dict(size=size))
     fig.update_layout(title=title or f"{Path(path).stem}: the GPU's streams over {steps} steps", barmode="overlay",
-                      xaxis_title="ms", height=330, legend_title="kernels")
+                      xaxis_title="ms", height=height + row_px * (max(rows, default=-1) + 1), legend_title="kernels",
+                      margin=dict(t=top + 20, b=80))
+    fig.update_xaxes(range=[0, span])
     return fig
