@@ -9,7 +9,8 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
 
     figure_check                                     a figure that shows its data; how wide a label is
     notices · svg · tables                           say a thing once; draw a chart; a table to read
-    nvml · models · data · ddp.protocol              NVML safely; the networks; the data sets; a DDP worker's lines
+    nvml · models · data · ddp.protocol · syncs      NVML safely; the networks; the data sets; a DDP worker's lines;
+                                                     the calls that make the host wait for the GPU
     machine_profiles                                 learner machines a large GPU stands in for (one table)
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time

@@ -199,9 +199,20 @@ def normalize_u8(batch_u8: torch.Tensor) -> torch.Tensor:
     if batch_u8.dtype != torch.uint8:
         raise ValueError(f"normalize_u8 wants a uint8 batch; got {batch_u8.dtype}. Use resize_transform() in the dataset.")
     x = batch_u8.float().div_(255.0)
-    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    mean, std = _channel_stats(x.device)
     return x.sub_(mean).div_(std)
+
+
+_STATS: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _channel_stats(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """MEAN and STD as (1, 3, 1, 1) tensors on ``device``, made once per device: a tensor built from a Python list
+    on a GPU is a copy from pageable memory, which makes the host wait for the GPU, every step it is made."""
+    if device not in _STATS:
+        _STATS[device] = (torch.tensor(MEAN, device=device).view(1, 3, 1, 1),
+                          torch.tensor(STD, device=device).view(1, 3, 1, 1))
+    return _STATS[device]
 
 
 class InMemoryImages(Dataset):

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, ...]] = [
     ("figure_check",),
     ("notices", "svg", "tables", "challenge.sandbox", "challenge.leftovers"),
-    ("nvml", "models", "data", "ddp.protocol"),
+    ("nvml", "models", "data", "ddp.protocol", "syncs"),
     ("machine_profiles",),
     ("env",),
     ("timebox",),

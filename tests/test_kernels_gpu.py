@@ -116,6 +116,17 @@ def test_triton_softmax_reference_is_correct_and_fast():
     assert res.passed and "faster than the unfused ops" in res.message, res.message
 
 
+def test_bias_relu_pool_exercise_on_a_gpu_a_learners_kernel_and_the_reference_pass_and_beat_the_unfused_ops():
+    from test_bias_relu_pool_exercise import _learners  # the kernel the notebook's skeleton asks for
+
+    for fn in (_learners(0), nb03.bias_relu_pool):
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        res = nb03.check_bias_relu_pool(fn, device="cuda", dtype=dtype, seed=0)
+        assert res.passed and "faster than the three unfused ops" in res.message, res.message
+    res = nb03.check_bias_relu_pool(_learners(2), device="cuda", seed=1)  # NCHW strides assumed: wrong
+    assert res.status == "failed" and "read x through its strides" in res.message, res.message
+
+
 def test_cuda_extension_builds_and_matches_pytorch():
     ok, why = cuda_ext.available()
     if not ok:

@@ -1,26 +1,34 @@
-"""02_dataloader's exercises: a fast loader configuration, and augmentation on the GPU.
+"""02_dataloader's exercises: a fast loader configuration, your own training loop (no per-step syncs; uint8 batches
+copied without waiting and normalised on the device), and augmentation on the GPU.
 
     from helpers.exercises import nb02 as checks
     check1 = checks.check_fast_loader(my_spec, grid_df=grid_df, gpu=True, measure=lambda s: ...)
-    check2 = checks.check_gpu_augment(gpu_augment, device="cuda")
+    check2 = checks.check_loop_without_syncs(my_loop, device="cuda")
+    check3 = checks.check_loop_from_bytes(my_loop, device="cuda")
+    check4 = checks.check_gpu_augment(gpu_augment, device="cuda")
 
 Try the exercises before reading the reference solutions below.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
-from .. import augment, bench, data, env
+from .. import augment, bench, data, env, models
+from ..syncs import SyncFinder
 from ..augment import AugmentParams
 from ..loaders import LoaderSpec, best_spec
 from .common import CheckResult, WrongForm, as_flag, as_function, as_instance, as_number, failed, not_done
 
-__all__ = ["fast_loader", "gpu_augment", "check_fast_loader", "check_gpu_augment"]
+__all__ = ["fast_loader", "train_loop", "classic_loop", "bytes_loop_with_syncs", "gpu_augment", "loop_batches",
+           "time_loops", "check_fast_loader", "check_loop_without_syncs", "check_loop_from_bytes", "check_gpu_augment"]
 
 
 # -- the reference solutions ---------------------------------------------------------------------------
@@ -31,6 +39,104 @@ def fast_loader(grid_df, *, pinned: bool | None = None) -> LoaderSpec:
     ``pinned=True`` (training on a GPU: a pageable copy would wait for the previous step to finish)."""
     return best_spec(grid_df, batch_size=int(grid_df["batch_size"].max()), max_workers=max(0, env.usable_cpus() - 1),
                      pin_memory=pinned)
+
+
+def train_loop(model, opt, batches, device) -> torch.Tensor:
+    """One step per batch of ``(uint8 images, labels)``: each batch copied to ``device`` without waiting (from pinned
+    memory, a copy the GPU makes while the host goes on), normalised there, then forward, cross-entropy, backward and
+    the optimizer's step; the losses kept on the device, so nothing in the loop makes the host wait for the GPU.
+    Returns them as one tensor; the caller reads them when it needs them, once."""
+    losses = []
+    for x_u8, y in batches:
+        x = data.normalize_u8(x_u8.to(device, non_blocking=True))  # a quarter of float32's bytes over the bus
+        y = y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())  # still on the device: no wait
+    return torch.stack(losses)
+
+
+def classic_loop(model, opt, batches, device) -> torch.Tensor:
+    """01's habits, as a loop: the images made float on the host and copied at four times the bytes, a wait after
+    the copy and after the step, and the loss read every step."""
+    losses = []
+    for x_u8, y in batches:
+        x = data.normalize_u8(x_u8).to(device)
+        y = y.to(device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # wait for the copy
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # wait for the step
+        losses.append(loss.item())  # and once more: the host reads the loss
+    return torch.tensor(losses)
+
+
+def bytes_loop_with_syncs(model, opt, batches, device) -> torch.Tensor:
+    """:func:`train_loop`'s copies with :func:`classic_loop`'s waits: the loop that, beside your own, measures what
+    removing the waits alone gains."""
+    losses = []
+    for x_u8, y in batches:
+        x = data.normalize_u8(x_u8.to(device, non_blocking=True))
+        y = y.to(device, non_blocking=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
+
+def loop_batches(n: int, *, batch: int, size: int, device, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``n`` batches of random uint8 images and labels in host memory, as a loader's workers hand them over: pinned
+    when ``device`` is a GPU (a DataLoader with ``pin_memory=True``)."""
+    g = torch.Generator().manual_seed(seed)
+    pin = torch.device(device).type == "cuda"
+    out = []
+    for _ in range(n):
+        x = torch.randint(0, 256, (batch, 3, size, size), generator=g, dtype=torch.uint8)
+        y = torch.randint(0, 10, (batch,), generator=g)
+        out.append((x.pin_memory(), y.pin_memory()) if pin else (x, y))
+    return out
+
+
+def time_loops(loops: dict[str, Callable], *, batches, size: int, device, repeats: int = 3):
+    """Each loop trains its own copy of one ReferenceCNN on the same ``batches``, timed from the first batch to the
+    last step's end (synchronised), after one untimed pass (cuDNN picks its algorithms, the allocator fills its
+    pool). The rounds alternate between the loops, so a moment of host jitter cannot move one of them alone."""
+    import pandas as pd
+
+    dev = torch.device(device)
+    torch.manual_seed(0)
+    base = models.ReferenceCNN(size).to(dev)
+    runs = {}
+    for name, fn in loops.items():
+        model = copy.deepcopy(base)
+        runs[name] = (fn, model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), [])
+        fn(model, runs[name][2], batches[:2], dev)  # warm-up
+    for _ in range(repeats):
+        for name, (fn, model, opt, times) in runs.items():
+            times.append(bench.time_it(lambda: fn(model, opt, batches, dev), warmup=0, repeats=1,
+                                       device=dev).median_ms)
+    images = sum(len(y) for _x, y in batches)
+    rows = []
+    for name, (_fn, _m, _o, times) in runs.items():
+        m = bench.Measurement.of(times)
+        rows.append({"loop": name, "ms": m.median_ms, "spread_pct": m.spread_pct,
+                     "img/s": images / (m.median_ms * 1e-3)})
+    df = pd.DataFrame(rows).set_index("loop")
+    df["× vs " + df.index[0]] = df["ms"].iloc[0] / df["ms"]
+    df.attrs.update(spread="spread_pct", spread_of=["ms", "img/s", "× vs " + df.index[0]])
+    return df
 
 
 def gpu_augment(batch: torch.Tensor, params: AugmentParams, out_size: int) -> torch.Tensor:
@@ -150,3 +256,169 @@ def check_gpu_augment(fn: Callable, *, device, out_size: int = 64, n: int = 64, 
                                  "loop: process the whole batch at once instead of image by image.")
     return CheckResult(name, "passed", f"It matches the CPU version within {augment.TOLERANCE:.4f} and runs "
                                        f"{t_cpu / t_gpu:.1f}× faster ({t_gpu:.2f} ms vs {t_cpu:.2f} ms for {n} images).", fn)
+
+
+# -- your own loop -------------------------------------------------------------------------------------
+
+_LOOP_STEPS, _LOOP_BATCH, _LOOP_SIZE = 4, 8, 32
+
+
+@dataclasses.dataclass
+class _LoopRun:
+    """What a learner's loop did on the check's batches: its result (or why it has none), the syncs it made, and
+    how it moved each batch."""
+
+    losses: torch.Tensor | None
+    want: torch.Tensor
+    weights_match: bool
+    syncs: SyncFinder
+    moves: dict[str, list[tuple[str, dict]]]  # "images"/"labels" → the calls made on the batch tensors handed over
+    problem: CheckResult | None = None
+
+
+#: Reads of a tensor's description, not of its data: neither a copy nor a conversion.
+_METADATA = {"__get__", "size", "dim", "is_pinned", "__len__", "numel", "stride", "is_contiguous", "element_size",
+             "data_ptr", "__hash__"}
+
+
+class _BatchCalls(TorchFunctionMode):
+    """Records the calls whose ``self`` is one of the batch tensors handed to the loop (by identity): how the
+    learner's code moved and converted each one."""
+
+    def __init__(self, batches) -> None:
+        super().__init__()
+        self.ids = {}
+        for x, y in batches:
+            self.ids[id(x)] = "images"
+            self.ids[id(y)] = "labels"
+        self.moves: dict[str, list[tuple[str, dict]]] = {"images": [], "labels": []}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if args and isinstance(args[0], torch.Tensor) and id(args[0]) in self.ids and name not in _METADATA:
+            info = dict(kwargs)
+            if name == "to":
+                for a in args[1:]:
+                    if isinstance(a, torch.dtype):
+                        info["dtype"] = a
+                    elif isinstance(a, (str, torch.device)):
+                        info["device"] = a
+                    elif isinstance(a, bool):
+                        info.setdefault("non_blocking", a)
+            self.moves[self.ids[id(args[0])]].append((name, info))
+        return func(*args, **kwargs)
+
+
+def _run_loop(fn, name: str, device, seed: int | None) -> _LoopRun:
+    dev = torch.device(device)
+    rng = random.Random(seed if seed is not None else random.randrange(2**31))
+    batches = loop_batches(_LOOP_STEPS, batch=_LOOP_BATCH, size=_LOOP_SIZE, device=dev, seed=rng.randrange(2**31))
+    torch.manual_seed(rng.randrange(2**31))
+    base = models.ReferenceCNN(_LOOP_SIZE).to(dev)
+    ref_model, mine = copy.deepcopy(base), copy.deepcopy(base)
+    opt = lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)  # noqa: E731
+    want = train_loop(ref_model, opt(ref_model), batches, dev).float().cpu()
+    run = _LoopRun(None, want, False, SyncFinder(), {"images": [], "labels": []})
+    calls = _BatchCalls(batches)
+    try:
+        with run.syncs, calls:
+            got = fn(mine, opt(mine), batches, dev)
+    except NotImplementedError:
+        run.problem = not_done(name, train_loop, "Write my_loop's body in [02-loop-4] and run this cell again.")
+        return run
+    except Exception as e:
+        run.problem = failed(name, train_loop, f"It raised {type(e).__name__}: {str(e)[:300]}")
+        return run
+    run.moves = calls.moves
+    if isinstance(got, (list, tuple)) and got and all(isinstance(t, torch.Tensor) and t.numel() == 1 for t in got):
+        got = torch.stack([t.reshape(()) for t in got])
+    if not isinstance(got, torch.Tensor) or got.numel() != _LOOP_STEPS:
+        what = f"a tensor of {got.numel()} values" if isinstance(got, torch.Tensor) else type(got).__name__
+        run.problem = failed(name, train_loop, f"It returned {what} for {_LOOP_STEPS} batches: return one loss per "
+                                               "step, as one tensor (torch.stack(losses)).")
+        return run
+    run.losses = got.detach().reshape(-1).float().cpu()
+    run.weights_match = all(torch.allclose(a.detach().cpu(), b.detach().cpu(), rtol=1e-3, atol=1e-5)
+                            for a, b in zip(mine.parameters(), ref_model.parameters()))
+    return run
+
+
+def _trains_right(run: _LoopRun, name: str) -> CheckResult | None:
+    if run.problem is not None:
+        return run.problem
+    if not torch.allclose(run.losses, run.want, rtol=1e-3, atol=1e-4) or not run.weights_match:
+        return failed(name, train_loop, f"Its losses ({', '.join(f'{v:.4f}' for v in run.losses.tolist())}) or weights "
+                                        "differ from the reference loop's on the same batches "
+                                        f"({', '.join(f'{v:.4f}' for v in run.want.tolist())}): each batch once, in "
+                                        "order: normalise the images (data.normalize_u8), forward, cross-entropy, "
+                                        "zero the gradients, backward, the optimizer's step.")
+    return None
+
+
+def _judged_loop(fn, name: str, device, seed: int | None) -> _LoopRun | CheckResult:
+    """The learner's loop run beside the reference (what both checks start from), or the check's verdict already:
+    not done, the wrong form, a crash, or a loop that trains differently."""
+    if fn is None or fn is ...:
+        return not_done(name, train_loop, "Write my_loop in [02-loop-4], set my_loop to it, and run this cell again.")
+    try:
+        fn = as_function(fn, what="my_loop", form="the function itself, my_loop (no brackets: the check calls it with "
+                                                  "a model, an optimizer, batches and a device)")
+    except WrongForm as e:
+        return failed(name, train_loop, str(e))
+    run = _run_loop(fn, name, device, seed)
+    wrong = _trains_right(run, name)  # a CheckResult is falsy unless it passed: no `or` here
+    return run if wrong is None else wrong
+
+
+def check_loop_without_syncs(fn: Callable | None, *, device, seed: int | None = None) -> CheckResult:
+    """``fn(model, opt, batches, device)`` must train as :func:`train_loop` does (the same losses and weights, on fresh
+    batches and a fresh network) and make the host wait for the GPU nowhere in its loop: no ``.item()``,
+    ``float()``, ``print`` of a tensor, ``.cpu()``, ``if`` on a tensor or ``torch.cuda.synchronize()``
+    (:class:`helpers.syncs.SyncFinder`, which finds them on a CPU too)."""
+    name = "02 · a loop that never waits"
+    run = _judged_loop(fn, name, device, seed)
+    if isinstance(run, CheckResult):
+        return run
+    if run.syncs.count:
+        lines = "; ".join(f"{r['what']} × {r['times']} at {r['where']} ({r['code']})"
+                          for _, r in run.syncs.table().iterrows())
+        return failed(name, train_loop, f"It trains right, but makes the host wait for the GPU {run.syncs.count} times "
+                                        f"in {_LOOP_STEPS} steps: {lines}. Keep each loss on the device "
+                                        "(loss.detach()) and return them stacked; the caller reads them once.")
+    return CheckResult(name, "passed", f"It trains as the reference loop does ({_LOOP_STEPS} steps, the same losses and "
+                                       "weights) and never makes the host wait for the GPU.", fn)
+
+
+def check_loop_from_bytes(fn: Callable | None, *, device, seed: int | None = None) -> CheckResult:
+    """``fn(model, opt, batches, device)`` must train as :func:`train_loop` does and move each batch as it does: the
+    uint8 images copied to the device as they are, with ``non_blocking=True`` (the batches are pinned on a GPU),
+    and converted to float there; the labels copied with ``non_blocking=True`` too."""
+    name = "02 · batches as bytes, copied without waiting"
+    run = _judged_loop(fn, name, device, seed)
+    if isinstance(run, CheckResult):
+        return run
+    dev = torch.device(device)
+    for what in ("images", "labels"):
+        calls = run.moves[what]
+        if not calls:
+            return failed(name, train_loop, f"It never moves the {what} to {dev.type} itself: copy each batch's {what} "
+                                            f"with .to(device, non_blocking=True).")
+        first, info = calls[0]
+        moves = first in ("to", "cuda") and ("device" in info or first == "cuda")
+        if what == "images" and (not moves or info.get("dtype") not in (None, torch.uint8)):
+            done = f".{first}({', '.join(f'{k}={v}' for k, v in info.items())})" if info else f".{first}()"
+            return failed(name, train_loop, f"The first thing it does with the uint8 images is {done}, on the host: "
+                                            "a float32 batch is four times the bytes to copy. Copy the uint8 batch "
+                                            "first (images.to(device, non_blocking=True)), then normalise it on the "
+                                            "device (data.normalize_u8).")
+        if not moves:
+            return failed(name, train_loop, f"It uses the labels (.{first}) before copying them: copy them with "
+                                            ".to(device, non_blocking=True).")
+        if not info.get("non_blocking"):
+            return failed(name, train_loop, f"It copies the {what} without non_blocking=True, so the host waits for each "
+                                            "copy before queuing the step: from pinned memory the copy can run while "
+                                            "the host goes on.")
+    return CheckResult(name, "passed", "It copies each uint8 batch and its labels as they are, with non_blocking=True, "
+                                       "normalises the images on the device, and trains as the reference loop does.",
+                       fn)

@@ -1,13 +1,15 @@
-"""03_kernels' exercises: a fused Triton softmax, a CUDA graph capture, two kernels placed on the roofline.
+"""03_kernels' exercises: a fused Triton softmax, the network's bias + ReLU + max-pool fused in Triton, a CUDA graph
+capture, two kernels placed on the roofline.
 
     from helpers.exercises import nb03 as checks
     checks.check_fused_softmax(my_softmax, device="cuda")
+    checks.check_bias_relu_pool(my_bias_relu_pool, device="cuda", dtype=torch.bfloat16)
     checks.check_cuda_graph(my_graphed, device="cuda")
     checks.check_roofline(my_placements, ceil)
 
 Correctness comes first, on fresh random inputs every time; speed is checked only on a GPU.
-Try the exercises before reading the reference solutions below (the Triton kernel itself is in
-``helpers/kernels/softmax_triton.py``).
+Try the exercises before reading the reference solutions below (the Triton kernels themselves are in
+``helpers/kernels/softmax_triton.py`` and ``helpers/kernels/relu_pool_triton.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import random
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from .. import bench, env, models
 from ..bench import Ceilings
@@ -27,8 +30,8 @@ from ..roofline import RooflinePoint, attainable_tflops, ridge_intensity
 from .common import (CheckResult, WrongForm, as_choice, as_function, as_instance, as_mapping, as_number, blank,
                      describe, failed, not_done)
 
-__all__ = ["fused_softmax", "graphed", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
-           "check_fused_softmax", "check_cuda_graph", "check_roofline"]
+__all__ = ["fused_softmax", "bias_relu_pool", "graphed", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
+           "check_fused_softmax", "check_bias_relu_pool", "check_cuda_graph", "check_roofline"]
 
 
 #: An eager function timed against itself lands near 1× either way; the reference's replay runs several times
@@ -43,6 +46,20 @@ def fused_softmax(x: torch.Tensor) -> torch.Tensor:
     from ..kernels import softmax_triton  # imports Triton: only when a softmax is asked for
 
     return softmax_triton.softmax(x)
+
+
+def bias_relu_pool(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``max_pool2d(relu(x + bias per channel), 2)`` in one Triton kernel (helpers/kernels/relu_pool_triton.py):
+    the bias and the ReLU applied after the pool, to a quarter of the values."""
+    from ..kernels import relu_pool_triton  # imports Triton: only when the kernel is asked for
+
+    with torch.no_grad():
+        return relu_pool_triton.relu_maxpool2x2(x, bias)
+
+
+def unfused_bias_relu_pool(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The network's block after its convolution, as PyTorch runs it op by op: three kernels, each a pass over memory."""
+    return F.max_pool2d(F.relu(x + bias[:, None, None]), 2)
 
 
 def graphed(model: torch.nn.Module, example: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -207,6 +224,112 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
                                        f"and on {bench_rows}×{bench_cols} "
                                        f"fp32 runs {t_naive / t_fn:.1f}× faster than the unfused ops "
                                        f"({t_fn:.3f} ms, {gbs:,.0f} GB/s).", fn)
+
+
+#: Shapes a kernel written only for the example gets wrong: odd sides (the pool drops the last row or column),
+#: channels_last (strides are not NCHW's), one channel, one image. Small on a CPU: Triton's interpreter runs it.
+def _pool_cases(cuda: bool, rng: random.Random) -> list[tuple[tuple[int, int, int, int], bool]]:
+    big = cuda  # on a GPU sizes that need many programs and a 64-bit-safe index
+    n, c = (rng.randint(2, 8), rng.randint(17, 70)) if big else (rng.randint(2, 3), rng.randint(3, 6))
+    side = (lambda: rng.randint(20, 90)) if big else (lambda: rng.randint(4, 9))
+    even = lambda: 2 * (side() // 2)
+    odd = lambda: 2 * (side() // 2) + 1
+    return [((n, c, even(), even()), False),           # the example's kind: NCHW, even sides
+            ((n, c, odd(), even()), False),             # an odd height: its last row belongs to no window
+            ((n, c, even(), odd()), False),             # an odd width: a row of x is longer than two of y's
+            ((n, c, odd(), odd()), True),               # channels_last: x's strides are not NCHW's
+            ((1, 1, even(), even()), False)]            # one image, one channel
+
+
+def check_bias_relu_pool(fn: Callable | None, *, device, dtype: torch.dtype = torch.float32,
+                         seed: int | None = None, bench_shape: tuple[int, int, int, int] = (128, 64, 224, 224)
+                         ) -> CheckResult:
+    """``fn(x, bias)`` must equal ``max_pool2d(relu(x + bias[:, None, None]), 2)`` on fresh random 4-D inputs (odd
+    sides, channels_last, one channel; fp32, and ``dtype`` on a GPU), leave ``x`` unchanged, launch a Triton kernel
+    of its own (PyTorch's ops or a compiled function launch none), and, on a GPU, beat the three unfused ops on a
+    ``bench_shape`` activation in ``dtype`` (the first block's, at full scale)."""
+    name = "03 · bias + ReLU + max-pool fused in Triton"
+    ref = bias_relu_pool
+    if fn is None or fn is ...:
+        return not_done(name, ref, "Write bias_relu_pool_kernel in the cell above, set my_bias_relu_pool = "
+                                   "bias_relu_pool, and run this cell again (the fused softmax [03-32] shows the "
+                                   "pattern: a program, its block of indices, masked loads and stores).")
+    try:
+        fn = as_function(fn, what="my_bias_relu_pool", form="a function (x, bias) -> the pooled tensor: "
+                                                            "my_bias_relu_pool = bias_relu_pool (no brackets)")
+    except WrongForm as e:
+        return failed(name, ref, str(e))
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    rng = random.Random(seed if seed is not None else random.randrange(2**31))
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    kernels: list[str] = []
+    cases = [(shape, cl, torch.float32) for shape, cl in _pool_cases(cuda, rng)]
+    if cuda and dtype != torch.float32:
+        cases.append((_pool_cases(cuda, rng)[0][0], True, dtype))  # the precision the network trains in
+    for shape, channels_last, dt in cases:
+        x = torch.randn(*shape, generator=g).to(dev, dt)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        bias = (torch.randn(shape[1], generator=g) * 0.5).to(dev, dt)
+        before = x.clone()
+        what = f"a {'×'.join(map(str, shape))} {str(dt).replace('torch.', '')} input" + \
+            (" in channels_last" if channels_last else "")
+        try:
+            with triton_launches() as launched:
+                got = fn(x, bias)
+            kernels += [k for k in launched if k not in kernels]
+        except NotImplementedError:
+            return not_done(name, ref, "Write the kernel and run this cell again.")
+        except Exception as e:
+            return failed(name, ref, f"On {what} it raised {type(e).__name__}: {str(e)[:300]}")
+        want = unfused_bias_relu_pool(x.float(), bias.float())
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+            got_shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+            return failed(name, ref, f"On {what} it returned {got_shape}, not {tuple(want.shape)}: the pool halves "
+                                     "each side, rounding down (an odd side's last row or column is in no window).")
+        if not torch.equal(x, before):
+            return failed(name, ref, "It changed its input: store the result into a new tensor (y), never into x.")
+        tol = 1e-6 if dt == torch.float32 else 2e-2
+        if not torch.allclose(got.float(), want, atol=tol, rtol=tol):
+            err = float((got.float() - want).abs().nan_to_num(float("inf")).max())
+            neg = bool(((got.float() < 0) & (want == 0)).any())
+            if neg:
+                why = "some outputs are negative: the ReLU is missing (max(0, ·) after the bias)."
+            elif channels_last:
+                why = ("it matches for NCHW inputs but not for this channels_last one: read x through its strides "
+                       "(x.stride()), never assuming NCHW's.")
+            elif shape[2] % 2 or shape[3] % 2:
+                why = ("it is right for even sides but not for an odd one: the output has H // 2 × W // 2 positions, "
+                       "and each window starts at (2·oh, 2·ow) of the input, whose row length is W, not 2·OW.")
+            else:
+                why = ("each output is the largest of its 2×2 window plus the channel's bias, then max(0, ·); the "
+                       "bias is the same for every position of a channel.")
+            return failed(name, ref, f"On {what} it differs from max_pool2d(relu(x + bias)) by up to {err:.2g}: {why}")
+    if not kernels:
+        return failed(name, ref, "It matches, but it launched no Triton kernel of its own: it calls PyTorch's ops "
+                                 "(or a compiled function), and the exercise is to write the kernel. Launch yours "
+                                 "from the function: bias_relu_pool_kernel[grid](...).")
+    yours = ", ".join(k.rsplit(".", 1)[-1] for k in kernels)
+    if not cuda:
+        return CheckResult(name, "passed", f"It runs your Triton kernel ({yours}) and matches max_pool2d(relu(x + "
+                                           "bias)) on fresh inputs with odd sides, in channels_last and with one "
+                                           "channel (run by Triton's interpreter on this CPU; its speed is measured on "
+                                           "a GPU).", fn)
+    x = torch.randn(*bench_shape, device=dev, dtype=dtype)
+    bias = torch.randn(bench_shape[1], device=dev, dtype=dtype)
+    t_fn = bench.time_it(lambda: fn(x, bias), warmup=3, repeats=20, device=dev).median_ms
+    t_ops = bench.time_it(lambda: unfused_bias_relu_pool(x, bias), warmup=3, repeats=20, device=dev).median_ms
+    moved = x.numel() * x.element_size() * 1.25  # the least: read x once, write a quarter of it
+    shape_txt = "×".join(map(str, bench_shape))
+    if t_fn >= t_ops:
+        return failed(name, ref, f"It is correct but takes {t_fn:.3f} ms against {t_ops:.3f} ms for the three "
+                                 f"unfused ops on a {shape_txt} activation: read each input once, in blocks of "
+                                 "neighbouring elements, and write each output once.")
+    return CheckResult(name, "passed", f"It runs your Triton kernel ({yours}), matches on fresh inputs, and on a "
+                                       f"{shape_txt} {str(dtype).replace('torch.', '')} activation runs "
+                                       f"{t_ops / t_fn:.1f}× faster than the three unfused ops ({t_fn:.3f} ms against "
+                                       f"{t_ops:.3f} ms; {moved / (t_fn * 1e-3) / 1e9:,.0f} GB/s).", fn)
 
 
 def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None = None,
