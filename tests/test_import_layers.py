@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("monitor.sampling",),
     ("monitor",),
     ("widgets", "exercises.common", "challenge.harness"),
+    ("exercises.predictions",),
     ("challenge.ladder", "challenge.report", "challenge.to_target"),
     ("challenge.class_children",),
     ("challenge.classroom",),

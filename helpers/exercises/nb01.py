@@ -1,6 +1,10 @@
-"""01_baseline's exercise: the learner's reading of the baseline, checked against what was measured.
+"""01_baseline's exercises: a prediction of the baseline's wait for data, and the learner's reading of the baseline,
+each checked against what was measured.
 
     from helpers.exercises import nb01 as checks
+    my_prediction = checks.predict(waiting_for_data_pct=60)        # before the baseline runs
+    started = checks.measuring("the baseline run")                  # the baseline cell's first line
+    checks.check_prediction(my_prediction, base, started=started)   # base: the baseline's train.TrainResult
     evidence = checks.BaselineEvidence(util_pct=..., util_source="nvml", img_per_s=..., phase_ms=..., ceiling_img_per_s=...)
     check = checks.check_baseline_analysis(checks.BaselineAnalysis(42.0, ["data_loading", ...], 6.4, 130.0), evidence)
 
@@ -10,10 +14,14 @@ Try the exercise before reading the reference solution below.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from . import predictions
 from .common import CheckResult, WrongForm, as_instance, as_names, as_number, blank, failed, not_done
+from .predictions import Prediction, measuring
 
-__all__ = ["BOTTLENECKS", "BaselineEvidence", "BaselineAnalysis", "baseline_analysis", "check_baseline_analysis"]
+__all__ = ["BOTTLENECKS", "BaselineEvidence", "BaselineAnalysis", "baseline_analysis", "check_baseline_analysis",
+           "predict", "measuring", "check_prediction"]
 
 #: Where a step's time can go, in the names the analysis uses.
 BOTTLENECKS = ("data_loading", "host_to_device_copy", "compute", "sync_and_launch_overhead")
@@ -148,3 +156,28 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
             return failed(name, ref, f"{field} = {got:g} is {off}: {how[field]}.{mixed}")
     return CheckResult(name, "passed", f"Your reading agrees with the measurements: {only:.1f}× with only the compute "
                                        f"left, {ceiling:.0f}× at the compute ceiling.", answer)
+
+
+# -- the prediction, written before the baseline runs ------------------------------------------------------
+
+_WAIT = predictions.Question("waiting_for_data_pct", "the share of the baseline's wall time spent waiting for data",
+                             "%", example=60)
+
+
+def predict(*, waiting_for_data_pct: Any = None) -> Prediction:
+    """Your prediction, made before the baseline runs: ``my_prediction = checks.predict(waiting_for_data_pct=60)``."""
+    return Prediction({"waiting_for_data_pct": waiting_for_data_pct})
+
+
+def check_prediction(prediction: Any, base, *, started: predictions.MeasurementStart) -> CheckResult:
+    """Your prediction beside the baseline's measured wait for data (``base``: its ``train.TrainResult``)."""
+    name = "01 · your prediction"
+    share = 100 * base.data_wait_share
+    if share >= 50:
+        note = ("Most of a step is the main process preparing images one at a time; the training step itself is "
+                "the smaller part, so a faster GPU alone would not make this loop much faster (02 takes the data off "
+                "that path).")
+    else:
+        note = "Most of a step here is not waiting for data: the breakdown below shows where the rest goes."
+    return predictions.check_prediction(name, prediction, {"waiting_for_data_pct": share}, started=started,
+                                        cell="01-pred-2", questions=[_WAIT], note=note)

@@ -1,6 +1,9 @@
 """04_memory's exercises: a batch N× larger in the same memory budget, and mixed precision that trains like fp32.
 
     from helpers.exercises import nb04 as checks
+    my_prediction = checks.predict(activations_over_weights_x=2)   # before the anatomy is measured
+    started = checks.measuring("the anatomy")                       # the anatomy cell's first line
+    checks.check_prediction(my_prediction, steps[0], started=started)   # steps[0]: SGD in fp32's anatomy.Anatomy
     checks.check_memory_plan(my_plan, budget=budget)        # budget: a MemoryBudget measured in the notebook
     checks.check_amp_step(amp_step, my_amp, device="cuda")
 
@@ -11,18 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
 from .. import data, env, models
 from ..memory import search
+from . import predictions
 from .common import (CheckResult, WrongForm, as_choice, as_flag, as_function, as_instance, as_number, as_text,
                      failed, not_done)
+from .predictions import Prediction, measuring
 
 __all__ = ["MemoryPlan", "MemoryBudget", "measure_plan", "memory_budget", "memory_plan", "AmpPlan", "amp_plan",
-           "amp_step", "check_memory_plan", "check_amp_step"]
+           "amp_step", "check_memory_plan", "check_amp_step", "predict", "measuring", "check_prediction"]
 
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -291,3 +296,30 @@ def check_amp_step(fn: Callable | None, plan: AmpPlan | None, *, device=None, st
     return CheckResult(name, "passed", f"{plan.dtype}{' with a scaler' if plan.use_scaler else ''}: the first step "
                                        f"matches fp32's, clipping acts on the true gradients, and the loss curve stays "
                                        f"within {gap:.3f} of fp32's over the last {steps - half} steps.", (fn, plan))
+
+
+# -- the prediction, written before the anatomy is measured ---------------------------------------------------
+
+_RATIO = predictions.Question("activations_over_weights_x", "activations kept for backward ÷ weights (SGD, fp32)",
+                              "×", example=2)
+
+
+def predict(*, activations_over_weights_x: Any = None) -> Prediction:
+    """Your prediction, made before the anatomy is measured: ``checks.predict(activations_over_weights_x=2)``."""
+    return Prediction({"activations_over_weights_x": activations_over_weights_x})
+
+
+def check_prediction(prediction: Any, sgd_fp32, *, started: predictions.MeasurementStart) -> CheckResult:
+    """Your prediction beside the anatomy's measured ratio (``sgd_fp32``: the SGD, fp32 step's ``anatomy.Anatomy``)."""
+    name = "04 · your prediction"
+    ratio = sgd_fp32.activations / sgd_fp32.params if sgd_fp32.params else float("nan")
+    size = lambda b: f"{b / 2**30:.3g} GiB" if b >= 2**29 else f"{b / 2**20:.3g} MiB"  # noqa: E731  smoke's are MiB
+    sizes = f"The activations kept took {size(sgd_fp32.activations)}, the weights {size(sgd_fp32.params)}"
+    if ratio >= 1:
+        note = (f"{sizes}: at this batch the activations are the larger part. They grow with the batch and the image "
+                "size, the weights do not, so the batch decides whether a step fits.")
+    else:
+        note = (f"{sizes}: at this batch the weights are the larger part. The activations grow with the batch and "
+                "the image size, the weights do not.")
+    return predictions.check_prediction(name, prediction, {"activations_over_weights_x": ratio}, started=started,
+                                        cell="04-pred-2", questions=[_RATIO], note=note)

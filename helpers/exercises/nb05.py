@@ -2,6 +2,9 @@
 written by hand in three steps (every gradient averaged after backward; in buckets; overlapped with backward).
 
     from helpers.exercises import nb05 as checks
+    my_prediction = checks.predict(big_batch_efficiency_pct=90, small_batch_efficiency_pct=60)  # before any launch
+    started = checks.measuring("the scaling launches")            # the first scaling cell's first line
+    checks.check_prediction(my_prediction, table, started=started, big=256, small=32, on_gpus=True)  # both measured
     checks.check_ddp_worker("runs/05_ddp/my_worker.py")          # runs it as two nodes on 127.0.0.1
     checks.check_predicted_efficiency(predicted_efficiency_pct)
     checks.check_sync("runs/05_ddp/my_sync.py", "each")          # two gloo ranks, against DDP ("bucketed", "overlapped")
@@ -15,13 +18,16 @@ import math
 import random
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..ddp.launch import LaunchResult, LaunchSpec, launch_nodes
+from . import predictions
 from .common import CheckResult, WrongForm, as_function, as_number, as_path, failed, not_done
+from .predictions import Prediction, measuring
 
 __all__ = ["DATASET_SIZE", "WORKER_SOLUTION", "solution_worker", "check_ddp_worker", "predicted_efficiency_pct",
-           "check_predicted_efficiency", "SYNC_SOLUTION", "solution_sync", "check_sync"]
+           "check_predicted_efficiency", "SYNC_SOLUTION", "solution_sync", "check_sync", "predict", "measuring",
+           "check_prediction"]
 
 # -- exercise 1: a worker that is correct under DDP ------------------------------------------------------
 
@@ -362,3 +368,45 @@ def check_sync(path: str | Path, step: str, *, bucket_mb: float = 1.0, timeout_s
 
     params = len(list(ReferenceCNN(32).parameters()))
     return CheckResult(name, "passed", _SYNC_PASSED[step].format(calls=calls[-1], params=params), path)
+
+
+# -- the prediction, written before the first launch ------------------------------------------------------
+
+def predict(*, big_batch_efficiency_pct: Any = None, small_batch_efficiency_pct: Any = None) -> Prediction:
+    """Your prediction of two ranks' efficiency at the large and the small batch per rank, made before anything is
+    launched: ``checks.predict(big_batch_efficiency_pct=90, small_batch_efficiency_pct=60)``."""
+    return Prediction({"big_batch_efficiency_pct": big_batch_efficiency_pct,
+                       "small_batch_efficiency_pct": small_batch_efficiency_pct})
+
+
+def _efficiency(table, batch: int) -> float | None:
+    """Two ranks' efficiency % at ``batch`` per rank from a ``scaling.scaling_table``; None where it has no such row."""
+    try:
+        return float(table.loc[(batch, 2), "efficiency %"])
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None
+
+
+def check_prediction(prediction: Any, table, *, started: predictions.MeasurementStart, big: int, small: int,
+                     on_gpus: bool) -> CheckResult:
+    """Your prediction beside two ranks' measured efficiency at ``big`` and ``small`` images per rank (``table``: the
+    scaling table holding both; None where this node measured no scaling)."""
+    name = "05 · your prediction"
+    ranks = "two GPUs" if on_gpus else "two ranks"
+    questions = [predictions.Question("big_batch_efficiency_pct", f"{ranks}' efficiency at {big} images each", "%",
+                                      example=90),
+                 predictions.Question("small_batch_efficiency_pct", f"{ranks}' efficiency at {small} images each", "%",
+                                      example=60)]
+    measured = {"big_batch_efficiency_pct": _efficiency(table, big),
+                "small_batch_efficiency_pct": _efficiency(table, small)}
+    at_big, at_small = measured["big_batch_efficiency_pct"], measured["small_batch_efficiency_pct"]
+    if not on_gpus:  # gloo ranks: their timings say nothing of how GPUs share an all-reduce with backward
+        note = "gloo ranks on a CPU share its cores: these are the mechanics, not how GPUs scale."
+    elif at_big is not None and at_small is not None and at_small < at_big:
+        note = (f"At {small} images a GPU computes {big // small}× less per step but all-reduces the same gradients: "
+                "less of the all-reduce hides behind backward, and the efficiency falls.")
+    else:
+        note = ""
+    return predictions.check_prediction(name, prediction, measured, started=started, cell="05-pred-2",
+                                        questions=questions, note=note,
+                                        not_measured="scaling needs two GPUs of one node, or gloo ranks on a CPU")
