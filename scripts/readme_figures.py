@@ -35,6 +35,7 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
     ("03_kernels", "compile_speedup", "torch.compile over eager (reference step), ×", "{:.2f}"),
     ("03_kernels", "triton_fused_speedup", "Triton softmax over the unfused ops, ×", "{:.1f}"),
     ("03_kernels", "triton_bias_relu_pool_speedup", "Triton bias + ReLU + max-pool over the unfused ops, ×", "{:.1f}"),
+    ("03_kernels", "fast_step_speedup", "your step (channels_last, compiled, CUDA graphs) over eager, ×", "{:.2f}"),
     ("03_kernels", "sdpa_speedup", "fused attention over attention written out, ×", "{:.1f}"),
     ("04_memory", "amp_bf16_speedup", "bf16 over fp32 (TF32), step, ×", "{:.2f}"),
     ("04_memory", "amp_bf16_mem_saving_pct", "bf16's memory saving %", "{:.0f}"),

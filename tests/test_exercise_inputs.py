@@ -160,6 +160,8 @@ TARGETS = [
      "my_softmax should be a function"),
     ("nb03 bias + ReLU + pool: the answer", lambda w, r: nb03.check_bias_relu_pool(w, device="cpu"),
      _without(NOT_FUNCTIONS, *BLANK), "my_bias_relu_pool should be a function"),
+    ("nb03 fast step: the answer", lambda w, r: nb03.check_fast_step(w, device="cpu", batch=2, steps=1),
+     _without(NOT_FUNCTIONS, *BLANK), "my_fast_step should be"),
     ("nb03 graph: the answer", lambda w, r: nb03.check_cuda_graph(w, device="cpu"), _without(NOT_FUNCTIONS, *BLANK),
      "my_graphed should be a function"),
     ("nb03 roofline: the answer", lambda w, r: nb03.check_roofline(w, CPU_CEIL, kernels=KERNELS),
@@ -257,7 +259,7 @@ def test_every_public_check_is_given_the_battery():
     mods = (nb00, nb01, nb02, nb03, nb04, nb05, nb06)
     public = {f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m in mods for n in m.__all__ if n.startswith("check_")}
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
-              "nb02.check_gpu_augment", "nb02.check_loop_without_syncs", "nb02.check_loop_from_bytes", "nb03.check_fused_softmax", "nb03.check_bias_relu_pool", "nb03.check_cuda_graph", "nb03.check_roofline",
+              "nb02.check_gpu_augment", "nb02.check_loop_without_syncs", "nb02.check_loop_from_bytes", "nb03.check_fused_softmax", "nb03.check_bias_relu_pool", "nb03.check_fast_step", "nb03.check_cuda_graph", "nb03.check_roofline",
               "nb04.check_memory_plan", "nb04.check_amp_step", "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
               "nb06.check_next_change"}
@@ -273,6 +275,7 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb02.check_loop_from_bytes(blank, device="cpu"),
     lambda blank, r: nb03.check_fused_softmax(blank, device="cpu"),
     lambda blank, r: nb03.check_bias_relu_pool(blank, device="cpu"),
+    lambda blank, r: nb03.check_fast_step(blank, device="cpu"),
     lambda blank, r: nb03.check_roofline(blank, CPU_CEIL, kernels=KERNELS),
     lambda blank, r: nb04.check_memory_plan(blank, budget=BUDGET, device="cpu"),
     lambda blank, r: nb04.check_amp_step(blank, nb04.amp_plan(), device="cpu"),
@@ -280,7 +283,7 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb06.check_own_training(blank, REFERENCE_RUN),
     lambda blank, r: nb06.check_spot_the_cheat(blank, r),
     lambda blank, r: nb06.check_next_change(blank, *NEXT),
-], ids=["nb02 loader", "nb02 loop", "nb02 loop bytes", "nb03 softmax", "nb03 bias relu pool", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
+], ids=["nb02 loader", "nb02 loop", "nb02 loop bytes", "nb03 softmax", "nb03 bias relu pool", "nb03 fast step", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
         "nb06.0", "nb06.1", "nb06.2"])
 @pytest.mark.parametrize("blank", [None, ...], ids=["None", "Ellipsis"])
 def test_an_answer_left_blank_is_not_done(call, blank, runs):

@@ -127,6 +127,29 @@ def test_bias_relu_pool_exercise_on_a_gpu_a_learners_kernel_and_the_reference_pa
     assert res.status == "failed" and "read x through its strides" in res.message, res.message
 
 
+def test_fast_step_exercise_on_a_gpu_the_reference_replays_graphs_and_beats_eager_and_default_mode_is_refused():
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    res = nb03.check_fast_step(lambda m, o: nb03.fast_step(m, o, dtype=dtype), device="cuda", dtype=dtype,
+                               image_size=64, batch=64, seed=0)
+    assert res.passed and "replaying CUDA graphs" in res.message, res.message
+
+    def default_mode(model, opt):  # compiled, channels_last, but nothing captured
+        model.to(memory_format=torch.channels_last)
+        compiled = torch.compile(model)
+
+        def step(x, y):
+            with torch.autocast("cuda", dtype=dtype):
+                loss = torch.nn.functional.cross_entropy(compiled(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        return step
+
+    res = nb03.check_fast_step(default_mode, device="cuda", dtype=dtype, image_size=64, batch=64, seed=1)
+    assert res.status == "failed" and "replays no CUDA graph" in res.message, res.message
+
+
 def test_cuda_extension_builds_and_matches_pytorch():
     ok, why = cuda_ext.available()
     if not ok:
