@@ -6,6 +6,8 @@ copied without waiting and normalised on the device), and augmentation on the GP
     check2 = checks.check_loop_without_syncs(my_loop, device="cuda")
     check3 = checks.check_loop_from_bytes(my_loop, device="cuda")
     check4 = checks.check_gpu_augment(gpu_augment, device="cuda")
+    my_prediction = checks.predict(fastest_over_no_workers_x=3)      # before the grid runs
+    checks.check_prediction(my_prediction, grid_df, started=started)  # started: checks.measuring(...) in the grid's cell
 
 Try the exercises before reading the reference solutions below.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -25,10 +27,13 @@ from .. import augment, bench, data, env, models
 from ..syncs import SyncFinder
 from ..augment import AugmentParams
 from ..loaders import LoaderSpec, best_spec
+from . import predictions
+from .predictions import Prediction, measuring
 from .common import CheckResult, WrongForm, as_flag, as_function, as_instance, as_number, failed, not_done
 
 __all__ = ["fast_loader", "train_loop", "classic_loop", "bytes_loop_with_syncs", "gpu_augment", "loop_batches",
-           "time_loops", "check_fast_loader", "check_loop_without_syncs", "check_loop_from_bytes", "check_gpu_augment"]
+           "time_loops", "check_fast_loader", "check_loop_without_syncs", "check_loop_from_bytes", "check_gpu_augment",
+           "predict", "measuring", "check_prediction"]
 
 
 # -- the reference solutions ---------------------------------------------------------------------------
@@ -422,3 +427,27 @@ def check_loop_from_bytes(fn: Callable | None, *, device, seed: int | None = Non
     return CheckResult(name, "passed", "It copies each uint8 batch and its labels as they are, with non_blocking=True, "
                                        "normalises the images on the device, and trains as the reference loop does.",
                        fn)
+
+
+# -- the prediction, written before the grid runs ------------------------------------------------------------------
+
+_FASTEST = predictions.Question("fastest_over_no_workers_x", "the grid's fastest loader over the fastest with no "
+                                "workers (the main process alone)", "×", 3.0)
+
+
+def predict(*, fastest_over_no_workers_x: Any = None) -> Prediction:
+    """Your prediction, made before the grid runs: ``my_prediction = checks.predict(fastest_over_no_workers_x=3)``."""
+    return Prediction({"fastest_over_no_workers_x": fastest_over_no_workers_x})
+
+
+def check_prediction(prediction: Any, grid_df, *, started: predictions.MeasurementStart) -> CheckResult:
+    """Your prediction beside the grid: its fastest img/s over its fastest with ``num_workers=0``."""
+    name = "02 · your prediction"
+    alone = grid_df.loc[grid_df["num_workers"] == 0, "img_per_s"]
+    ratio = float(grid_df["img_per_s"].max() / alone.max()) if len(alone) and alone.max() > 0 else None
+    workers = int(grid_df.loc[grid_df["img_per_s"].idxmax(), "num_workers"])
+    note = (f"The fastest cell used {workers} workers: each prepares whole batches on a core of its own while the "
+            "main process hands them over, so the speed-up is bounded by the cores there are, and by the main "
+            "process's own share of the work.")
+    return predictions.check_prediction(name, prediction, {"fastest_over_no_workers_x": ratio}, started=started,
+                                        cell="02-06", questions=[_FASTEST], note=note)
