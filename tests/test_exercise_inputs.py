@@ -179,6 +179,12 @@ TARGETS = [
     ("nb03 roofline: bound", lambda w, r: nb03.check_roofline(
         {**PLACED, "add": _with(PLACED["add"], bound=w)}, CPU_CEIL, kernels=KERNELS),
      {**_without(BATTERY, "None"), "another word": "fast"}, "my_placements['add'].bound should be one of 'memory', 'compute'"),
+    ("nb04 memory plans: the list", lambda w, r: nb04.check_memory_plans(w, budget=BUDGET, device="cpu"),
+     _without(BATTERY, *BLANK, "an empty list", "a list", "a list of three", "a nested list", "a tuple of three"),
+     "my_plans should be a list of checks.MemoryPlan"),
+    ("nb04 memory plans: an item", lambda w, r: nb04.check_memory_plans([nb04.MemoryPlan(64, "bf16", False, 2), w],
+                                                                         budget=BUDGET, device="cpu"),
+     _without(BATTERY, *BLANK), "my_plans should be a list of checks.MemoryPlan"),
     ("nb04 memory plan: the answer", lambda w, r: nb04.check_memory_plan(w, budget=BUDGET, device="cpu"),
      _without(BATTERY, *BLANK), "my_plan should be checks.MemoryPlan("),
     ("nb04 memory plan: batch_size", lambda w, r: nb04.check_memory_plan(nb04.MemoryPlan(w, "bf16", False, 2),
@@ -262,7 +268,7 @@ def test_every_public_check_is_given_the_battery():
               if n.startswith("check_") and n != "check_prediction"}
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
               "nb02.check_gpu_augment", "nb02.check_loop_without_syncs", "nb02.check_loop_from_bytes", "nb03.check_fused_softmax", "nb03.check_bias_relu_pool", "nb03.check_fast_step", "nb03.check_cuda_graph", "nb03.check_roofline",
-              "nb04.check_memory_plan", "nb04.check_amp_step", "nb05.check_ddp_worker",
+              "nb04.check_memory_plan", "nb04.check_memory_plans", "nb04.check_amp_step", "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
               "nb06.check_next_change"}
     assert public == called  # a new check joins TARGETS above

@@ -189,6 +189,26 @@ def budget():
     return nb04.memory_budget(base_batch=64, factor=2, image_size=32, device="cpu")
 
 
+def test_memory_plans_side_by_side_the_fastest_that_fits_is_the_answer_and_wrong_lists_say_why(budget):
+    P = nb04.MemoryPlan
+    res = nb04.check_memory_plans([P(64, "bf16", False, 2), P(128, "bf16", True, 1), P(128, "fp32")], budget=budget,
+                                  device="cpu")
+    assert res.passed and "(fastest)" in res.message and "1 × 128, fp32: does not qualify" in res.message, res.message
+    assert res.value in (P(64, "bf16", False, 2), P(128, "bf16", True, 1))
+    assert f"Your answer is the fastest: {nb04._label(res.value)}" in res.message
+    for plans, says in (([P(64, "bf16", False, 2)], "only 2 × 64, bf16"),  # one plan in a list
+                        (P(64, "bf16", False, 2), "holds one plan"),       # a plan, not a list
+                        ([P(64, "bf16", False, 2), P(64, "bf16", False, 2)], "the same plan again"),
+                        ([P(128, "fp32"), P(64, "fp32")], "none trained 128"),  # over the budget, and too small
+                        ([P(64, "bf16", False, 2)] * 7, "keep the six"),
+                        ([P(64, "bf16", False, 2), "bf16"], "a list of checks.MemoryPlan")):
+        res = nb04.check_memory_plans(plans, budget=budget, device="cpu")
+        assert res.status == "failed" and says in res.message, (says, res.message)
+        assert res.value == nb04.memory_plan(budget)  # the notebook carries on with the reference
+    for blank in (None, ..., [], [P(), P()]):
+        assert nb04.check_memory_plans(blank, budget=budget, device="cpu").status == "not done"
+
+
 def test_memory_plan_reference_passes_and_wrong_plans_say_why(budget):
     assert nb04.check_memory_plan(None, budget=budget, device="cpu").status == "not done"
     assert nb04.check_memory_plan(nb04.memory_plan(budget), budget=budget, device="cpu").passed

@@ -23,11 +23,11 @@ from .. import data, env, models
 from ..memory import search
 from . import predictions
 from .common import (CheckResult, WrongForm, as_choice, as_flag, as_function, as_instance, as_number, as_text,
-                     failed, not_done)
+                     describe, failed, not_done)
 from .predictions import Prediction, measuring
 
 __all__ = ["MemoryPlan", "MemoryBudget", "measure_plan", "memory_budget", "memory_plan", "AmpPlan", "amp_plan",
-           "amp_step", "check_memory_plan", "check_amp_step", "predict", "measuring", "check_prediction"]
+           "amp_step", "check_memory_plan", "check_memory_plans", "check_amp_step", "predict", "measuring", "check_prediction"]
 
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -90,18 +90,23 @@ _MAX_BATCH_X = 64
 
 def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=None) -> CheckResult:
     """The plan must train ``budget.factor``× the base batch per optimizer step, with a peak within the budget."""
+    return _judge_plan(plan, budget=budget, device=device)[0]
+
+
+def _judge_plan(plan, *, budget: MemoryBudget, device=None) -> tuple[CheckResult, tuple[float, float] | None]:
+    """:func:`check_memory_plan`'s verdict, and the plan's (peak GiB, img/s) where it was measured and fit."""
     name = "04 · a larger batch in the same memory budget"
     ref = memory_plan(budget)
     if plan is None or plan is ...:
-        return not_done(name, ref, "Fill in my_plan and run this cell again.")
+        return _no(not_done(name, ref, "Fill in my_plan and run this cell again."))
     try:
         plan = as_instance(plan, MemoryPlan, what="my_plan", form="checks.MemoryPlan(batch_size=..., dtype='fp32', "
                                                                   "'bf16' or 'fp16', checkpoint=True or False, "
                                                                   "grad_accum=...)")
     except WrongForm as e:
-        return failed(name, ref, str(e))
+        return _no(failed(name, ref, str(e)))
     if plan.batch_size is None:
-        return not_done(name, ref, "Fill in my_plan and run this cell again.")
+        return _no(not_done(name, ref, "Fill in my_plan and run this cell again."))
     most = _MAX_BATCH_X * budget.target_batch  # a micro-batch past this would only run out of memory, or of time
     try:
         plan = dataclasses.replace(
@@ -113,11 +118,11 @@ def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=N
             grad_accum=as_number(plan.grad_accum, what="my_plan.grad_accum", integer=True, low=1,
                                  form="a whole number of micro-batches per optimizer step, 1 or more"))
     except WrongForm as e:
-        return failed(name, ref, str(e))
+        return _no(failed(name, ref, str(e)))
     if plan.effective_batch < budget.target_batch:
-        return failed(name, ref, f"The optimizer would see {plan.effective_batch} images per step; the exercise asks for "
+        return _no(failed(name, ref, f"The optimizer would see {plan.effective_batch} images per step; the exercise asks for "
                                  f"{budget.target_batch} ({budget.factor}× {budget.base_batch}). batch_size × grad_accum "
-                                 "is the batch the optimizer sees.")
+                                 "is the batch the optimizer sees."))
     oom = False
     try:
         peak, ips = measure_plan(plan, image_size=budget.image_size, device=device)
@@ -125,19 +130,76 @@ def check_memory_plan(plan: MemoryPlan | None, *, budget: MemoryBudget, device=N
         oom = True
     search.free_memory()  # outside the except block: the traceback no longer holds the failed step's tensors
     if oom:
-        return failed(name, ref, f"A micro-batch of {plan.batch_size} ({plan.dtype}) ran out of GPU memory altogether, "
+        return _no(failed(name, ref, f"A micro-batch of {plan.batch_size} ({plan.dtype}) ran out of GPU memory altogether, "
                                  f"far over the {budget.budget_gib:.2f} GiB budget: make the micro-batch smaller and "
-                                 "accumulate (grad_accum), or the activations smaller (bf16, checkpointing).")
+                                 "accumulate (grad_accum), or the activations smaller (bf16, checkpointing)."))
     if peak > budget.budget_gib:
-        return failed(name, ref, f"It needs {peak:.2f} GiB at its peak, over the {budget.budget_gib:.2f} GiB that fp32 "
+        return _no(failed(name, ref, f"It needs {peak:.2f} GiB at its peak, over the {budget.budget_gib:.2f} GiB that fp32 "
                                  f"needed at batch {budget.base_batch}: the larger batch exceeded the budget. Make the "
-                                 "activations smaller (bf16, checkpointing) or the micro-batch smaller (grad_accum).")
-    speed = ips * 1.0
-    return CheckResult(name, "passed", f"{plan.effective_batch} images per optimizer step ({plan.grad_accum} × "
-                                       f"{plan.batch_size}, {plan.dtype}{', checkpointed' if plan.checkpoint else ''}) "
+                                 "activations smaller (bf16, checkpointing) or the micro-batch smaller (grad_accum)."))
+    return CheckResult(name, "passed", f"{plan.effective_batch} images per optimizer step ({_label(plan)}) "
                                        f"peak at {peak:.2f} GiB of the {budget.budget_gib:.2f} GiB budget, at "
-                                       f"{speed:,.0f} img/s (fp32 at batch {budget.base_batch}: "
-                                       f"{budget.base_img_per_s:,.0f}).", plan)
+                                       f"{ips:,.0f} img/s (fp32 at batch {budget.base_batch}: "
+                                       f"{budget.base_img_per_s:,.0f}).", plan), (peak, ips)
+
+
+def _no(result: CheckResult) -> tuple[CheckResult, None]:
+    return result, None
+
+
+def _label(plan: MemoryPlan) -> str:
+    return f"{plan.grad_accum} × {plan.batch_size}, {plan.dtype}{', checkpointed' if plan.checkpoint else ''}"
+
+
+def check_memory_plans(plans, *, budget: MemoryBudget, device=None) -> CheckResult:
+    """The plans you tried, measured side by side: each judged as :func:`check_memory_plan` judges one (twice the
+    batch per optimizer step, within the budget); at least two different ones must fit, and the fastest of those
+    is your answer (the check's ``value``). Its message lists every plan with its peak and speed, or why it failed."""
+    name = "04 · the fastest plan for a batch twice as large, side by side"
+    ref = memory_plan(budget)
+    if plans is None or plans is ... or (isinstance(plans, (list, tuple)) and not plans):
+        return not_done(name, ref, "List the plans you want to compare in my_plans (at least two) and run this cell "
+                                   "again.")
+    if isinstance(plans, MemoryPlan):
+        return failed(name, ref, "my_plans holds one plan: list at least two (my_plans = [checks.MemoryPlan(...), "
+                                 "checks.MemoryPlan(...)]), so they can be compared side by side.")
+    if not isinstance(plans, (list, tuple)) or not all(isinstance(p, MemoryPlan) for p in plans):
+        return failed(name, ref, f"my_plans should be a list of checks.MemoryPlan(...), such as [checks.MemoryPlan("
+                                 f"batch_size=..., dtype='bf16', checkpoint=False, grad_accum=2), ...]; you gave "
+                                 f"{describe(plans)}.")
+    if all(p.batch_size is None for p in plans):
+        return not_done(name, ref, "Fill in my_plans and run this cell again.")
+    if len(plans) > 6:
+        return failed(name, ref, f"my_plans lists {len(plans)} plans: keep the six you most want to compare (each is "
+                                 "measured).")
+    lines, fits = [], []
+    seen = set()
+    for plan in plans:
+        verdict, measured = _judge_plan(plan, budget=budget, device=device)
+        label = _label(verdict.value) if verdict.passed else (_label(plan) if plan.batch_size is not None else "blank")
+        if verdict.passed and label in seen:
+            lines.append(f"{label}: the same plan again, not measured twice")
+            continue
+        seen.add(label)
+        if verdict.passed:
+            peak, ips = measured
+            fits.append((ips, peak, verdict.value, label))
+        else:
+            why = verdict.message.split(" The notebook carries on")[0].rstrip(".")
+            lines.append(f"{label}: does not qualify, {why[:1].lower()}{why[1:]}")
+    if len(fits) < 2:
+        got = "none" if not fits else f"only {fits[0][3]}"
+        return failed(name, ref, f"Of the plans you listed, {got} trained {budget.target_batch} images per step within "
+                                 f"the {budget.budget_gib:.2f} GiB budget; compare at least two that do."
+                                 + "".join(f" {line}." for line in lines))
+    fits.sort(key=lambda f: -f[0])
+    best_ips, _peak, best, best_label = fits[0]
+    side = [f"{label}: {peak:.2f} GiB, {ips:,.0f} img/s" + (" (fastest)" if plan is best else
+                                                            f" ({ips / best_ips:.2f}× the fastest)")
+            for ips, peak, plan, label in fits]
+    return CheckResult(name, "passed", f"Side by side, {len(fits)} plans fit the {budget.budget_gib:.2f} GiB budget at "
+                                       f"{budget.target_batch} images per step: " + "; ".join(side + lines)
+                                       + f". Your answer is the fastest: {best_label}.", best)
 
 
 # -- exercise 2: mixed precision that trains like fp32 -------------------------------------------------
