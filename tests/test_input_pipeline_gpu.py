@@ -54,3 +54,22 @@ def test_loader_timing_and_step_ceiling_on_the_gpu():
         assert gbs > 0 and host_ms >= 0
     cfg = train.TrainConfig(batch_size=32, image_size=64, cudnn_benchmark=True, channels_last=True)
     assert train.compute_only_img_per_s(cfg, device="cuda", warmup=2, repeats=3) > 0
+
+
+def test_the_loop_exercise_on_a_gpu_reference_passes_classic_refused_and_the_finder_sees_cuda_syncs():
+    from helpers import syncs
+    from helpers.exercises import nb02
+
+    assert nb02.check_loop_without_syncs(nb02.train_loop, device="cuda", seed=0).passed
+    assert nb02.check_loop_from_bytes(nb02.train_loop, device="cuda", seed=0).passed
+    res = nb02.check_loop_without_syncs(nb02.bytes_loop_with_syncs, device="cuda", seed=1)
+    assert res.status == "failed" and "torch.cuda.synchronize() × 8" in res.message and "item() × 4" in res.message, \
+        res.message
+    x = torch.ones(4, device="cuda")
+    with syncs.SyncFinder() as found:
+        (x * 2).sum().item()
+        x.cpu()
+        torch.cuda.synchronize()
+    assert [s.what for s in found.syncs] == ["item()", ".cpu()", "torch.cuda.synchronize()"]
+    assert found.cuda_warnings >= 2  # PyTorch's own finder saw the item() and the copy to the host
+    assert torch.cuda.get_sync_debug_mode() == 0 and torch.cuda.synchronize.__module__ == "torch.cuda"  # put back

@@ -5,6 +5,7 @@ no input makes a check raise."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 import time
 from typing import Any, Callable
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from helpers.ddp import scaling
-from helpers.exercises import nb01, nb02, nb04, nb05
+from helpers.exercises import nb01, nb02, nb03, nb04, nb05, nb06
 from helpers.exercises.predictions import Prediction
 from helpers.memory.anatomy import GIB, Anatomy
 from helpers.train import TrainConfig, TrainResult
@@ -84,6 +85,10 @@ CASES = [
     Case("02", ("fastest_over_no_workers_x",), {"fastest_over_no_workers_x": 2}, ("2×", "6×", "4× below"),
          "how many times, a number above 0", nb02.predict,
          lambda p, started: nb02.check_prediction(p, _GRID, started=started), cell="02-06"),
+    Case("03", ("convolution_share_pct",), {"convolution_share_pct": 70}, ("70.0%", "44.0%", "26.0 percentage points"),
+         "a share in % from 0 to 100", nb03.predict,
+         lambda p, started: nb03.check_prediction(p, pd.Series({"convolution": 0.44, "pooling": 0.3, "GEMM": 0.26}),
+                                                  started=started)),
     Case("04", ("activations_over_weights_x",), {"activations_over_weights_x": 2}, ("2×", "8.5×", "6.5× below"),
          "how many times, a number above 0", nb04.predict,
          lambda p, started: nb04.check_prediction(p, _anatomy(3.4, 0.4), started=started)),
@@ -92,6 +97,10 @@ CASES = [
          "a share in % from 0 to 100", nb05.predict,
          lambda p, started: nb05.check_prediction(p, _scaling_table(256, 32, {256: 97.0, 32: 71.0}), started=started,
                                                   big=256, small=32, on_gpus=True)),
+    Case("06", ("top_rung_speedup_x",), {"top_rung_speedup_x": 10}, ("10×", "31.1×", "3.11 times your prediction"),
+         "how many times, a number above 0", nb06.predict,
+         lambda p, started: nb06.check_prediction(p, SimpleNamespace(speedup=31.1, speedup_bound=60.0),
+                                                  started=started)),
 ]
 IDS = [c.notebook for c in CASES]
 

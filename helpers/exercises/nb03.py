@@ -5,6 +5,8 @@ capture, two kernels placed on the roofline.
     checks.check_fused_softmax(my_softmax, device="cuda")
     checks.check_bias_relu_pool(my_bias_relu_pool, device="cuda", dtype=torch.bfloat16)
     checks.check_fast_step(my_fast_step, device="cuda", dtype=torch.bfloat16, image_size=224, batch=128)
+    my_prediction = checks.predict(convolution_share_pct=60)           # before the profile
+    checks.check_prediction(my_prediction, by_kind, started=started)   # by_kind: the profile's share per kind
     checks.check_cuda_graph(my_graphed, device="cuda")
     checks.check_roofline(my_placements, ceil)
 
@@ -19,7 +21,7 @@ import copy
 import dataclasses
 import math
 import random
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -30,11 +32,14 @@ from ..kernels.graphs import graph_launches, graph_speedup
 from ..kernels.launches import triton_launches
 from ..kernels.softmax import naive_softmax
 from ..roofline import RooflinePoint, attainable_tflops, ridge_intensity
+from . import predictions
+from .predictions import Prediction, measuring
 from .common import (CheckResult, WrongForm, as_choice, as_function, as_instance, as_mapping, as_number, blank,
                      describe, failed, not_done)
 
 __all__ = ["fused_softmax", "bias_relu_pool", "graphed", "fast_step", "eager_step", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
-           "check_fused_softmax", "check_bias_relu_pool", "check_cuda_graph", "check_fast_step", "check_roofline"]
+           "check_fused_softmax", "check_bias_relu_pool", "check_cuda_graph", "check_fast_step", "check_roofline",
+           "predict", "measuring", "check_prediction"]
 
 
 #: An eager function timed against itself lands near 1× either way; the reference's replay runs several times
@@ -594,3 +599,26 @@ def check_roofline(answers: dict[str, Placement] | None, ceil: Ceilings, *,
     msg = "; ".join(f"{k}: {ref[k].flops / ref[k].bytes:.3g} FLOP/byte, {ref[k].bound}-bound, at most "
                     f"{attainable_tflops(ref[k].flops / ref[k].bytes, ceil):,.3g} TFLOP/s here" for k in ref)
     return CheckResult(name, "passed", f"Both placed right. {msg}.", answers)
+
+
+# -- the prediction, written before the profile -------------------------------------------------------------------
+
+_CONV = predictions.Question("convolution_share_pct", "the share of the step's kernel time spent in convolutions", "%",
+                             60.0)
+
+
+def predict(*, convolution_share_pct: Any = None) -> Prediction:
+    """Your prediction, made before the profile: ``my_prediction = checks.predict(convolution_share_pct=60)``."""
+    return Prediction({"convolution_share_pct": convolution_share_pct})
+
+
+def check_prediction(prediction: Any, by_kind, *, started: predictions.MeasurementStart) -> CheckResult:
+    """Your prediction beside the profile's share of the kernel time (the aten ops' on a CPU) by kind, as a
+    ``Series`` of shares from 0 to 1 indexed by kind."""
+    name = "03 · your prediction"
+    share = 100 * float(by_kind.get("convolution", 0.0))
+    rest = [f"{kind} {100 * float(v):.0f}%" for kind, v in by_kind.items() if kind != "convolution"][:3]
+    note = ("The rest went to " + ", ".join(rest) + ": ops that do little arithmetic per byte still read and write "
+            "whole activations, and the roofline below shows what that costs." if rest else "")
+    return predictions.check_prediction(name, prediction, {"convolution_share_pct": share}, started=started,
+                                        cell="03-pred-2", questions=[_CONV], note=note)

@@ -24,12 +24,14 @@ from ..challenge.harness import Session, Submission, Verdict, judge
 from ..challenge.start import start_model
 from ..challenge.to_target import TrainingVerdict
 from ..leaderboard import CHECKS
+from . import predictions
+from .predictions import Prediction, measuring
 from .common import (CheckResult, WrongForm, as_choice, as_instance, as_mapping, as_number, as_pair, as_text, describe,
                      failed, not_done)
 
 __all__ = ["check_own_training", "OWN_TRAINING_WITHIN", "suspects", "Suspects", "Evidence", "evidence_table",
            "check_spot_the_cheat", "cheats_solution", "check_next_change", "next_change_solution",
-           "NEXT_CHANGE_TOLERANCE_PTS"]
+           "NEXT_CHANGE_TOLERANCE_PTS", "predict", "measuring", "check_prediction"]
 
 # -- exercise 0: your own training, to the target -------------------------------------------------------------
 
@@ -326,3 +328,23 @@ def check_next_change(answer: tuple[str, float] | None, kernels, final, ceil) ->
     return CheckResult(name, "passed", f"Yes: {group} at their roof would lift MFU to at most "
                                        f"{tables.percent(truth[1])}% (you said {pct:.1f}%). That is the most this "
                                        "change can gain: the rest of the step stays as it is.", answer)
+
+
+# -- the prediction, written before the ladder ---------------------------------------------------------------------
+
+_TOP = predictions.Question("top_rung_speedup_x", "the ladder's top rung over the baseline", "×", 10.0)
+
+
+def predict(*, top_rung_speedup_x=None) -> Prediction:
+    """Your prediction, made before the ladder climbs: ``my_prediction = checks.predict(top_rung_speedup_x=10)``."""
+    return Prediction({"top_rung_speedup_x": top_rung_speedup_x})
+
+
+def check_prediction(prediction, final: Verdict, *, started: predictions.MeasurementStart) -> CheckResult:
+    """Your prediction beside the top rung's measured speed-up over the baseline judged in the same session."""
+    name = "06 · your prediction"
+    bound = final.speedup_bound
+    note = (f"The most any run could gain over this baseline here is {tables.times(bound)} (the compute ceiling over "
+            "the baseline's speed): how much of that gap did the ladder close?" if bound else "")
+    return predictions.check_prediction(name, prediction, {"top_rung_speedup_x": final.speedup}, started=started,
+                                        cell="06-pred-2", questions=[_TOP], note=note)
