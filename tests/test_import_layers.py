@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("monitor.view", "monitor.exporters", "monitor.diagnosis"),
     ("monitor.sampling",),
     ("monitor",),
+    ("exercises.cells",),
     ("widgets", "exercises.common", "challenge.harness"),
     ("exercises.predictions",),
     ("challenge.ladder", "challenge.report", "challenge.to_target"),

@@ -38,6 +38,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from .. import env, results, timebox
+from .cells import name_cells
 
 __all__ = ["Status", "CheckResult", "not_done", "failed", "WrongForm", "describe", "blank", "as_number", "as_flag",
            "as_text", "as_choice", "as_names", "as_pair", "as_mapping", "as_instance", "as_function", "as_path",
@@ -54,6 +55,10 @@ class CheckResult:
     status: Status
     message: str
     value: Any = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # JupyterLab does not show cell ids: each [NN-id] the message names gets its section's heading
+        object.__setattr__(self, "message", name_cells(self.message))
 
     @property
     def passed(self) -> bool:

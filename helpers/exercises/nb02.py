@@ -175,7 +175,8 @@ def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float 
     name = "02 · a fast loader configuration"
     ref = fast_loader(grid_df, pinned=True if gpu else None)
     if spec is None or spec is ...:
-        return not_done(name, ref, "Set my_spec to a LoaderSpec and run this cell again.")
+        return not_done(name, ref, "Set my_spec to a LoaderSpec and run this cell again (from your grid "
+                                   "[02-07], the worker sweep [02-10] and the pinned copies [02-14]).")
     largest = int(grid_df["batch_size"].max())
     try:  # LoaderSpec checks its own batch size and workers; what it does not check, and sizes past any grid:
         spec = as_instance(spec, LoaderSpec, what="my_spec", form="a LoaderSpec: build it with LoaderSpec("
@@ -235,7 +236,8 @@ def check_gpu_augment(fn: Callable, *, device, out_size: int = 64, n: int = 64, 
     try:
         got = fn(batch, params, out_size)
     except NotImplementedError:
-        return not_done(name, ref, "Write gpu_augment and run this cell again.")
+        return not_done(name, ref, "Write gpu_augment and run this cell again ([02-30] says what "
+                                   "cpu_augment does to each image).")
     except Exception as e:
         return failed(name, ref, f"It raised {type(e).__name__}: {e}.")
     want_shape = (n, 3, out_size, out_size)

@@ -201,7 +201,8 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     name = "03 · a fused softmax in Triton"
     ref = fused_softmax
     if fn is None or fn is ...:
-        return not_done(name, ref, "Write the kernel, set my_softmax = softmax_rows, and run this cell again.")
+        return not_done(name, ref, "Write the kernel, set my_softmax = softmax_rows, and run this cell "
+                                   "again ([03-31] says what each program does).")
     try:
         fn = as_function(fn, what="my_softmax", form="a function x -> softmax of x's rows: my_softmax = softmax_rows "
                                                      "(no brackets)")
@@ -493,7 +494,8 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
         return CheckResult(name, "not done", "CUDA graphs need a CUDA GPU; this check runs on a GPU node. The notebook "
                                              "carries on without graphs here.", None)
     if unwritten:
-        return not_done(name, graphed, "Write my_graphed and run this cell again.")
+        return not_done(name, graphed, "Write my_graphed and run this cell again ([03-21] gives the "
+                                       "four steps).")
     torch.manual_seed(seed if seed is not None else random.randrange(2**31))
     model = models.small_mlp().to(dev).eval()
     example = torch.randn(batch, 256, device=dev)
@@ -504,7 +506,8 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
         y1_kept = y1.clone()
         y2 = run(x2)
     except NotImplementedError:
-        return not_done(name, graphed, "Write my_graphed and run this cell again.")
+        return not_done(name, graphed, "Write my_graphed and run this cell again ([03-21] gives the "
+                                       "four steps).")
     except Exception as e:
         return failed(name, graphed, f"It raised {type(e).__name__}: {str(e)[:300]}")
     with torch.no_grad():
@@ -560,7 +563,8 @@ def check_roofline(answers: dict[str, Placement] | None, ceil: Ceilings, *,
     kernels = kernels or given_kernels()
     ref = placements(kernels, ceil)
     if blank(answers):
-        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell again.")
+        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell "
+                                   "again ([03-24] defines arithmetic intensity and the ridge point).")
     one = "Placement(flops=..., bytes=..., bound='memory' or 'compute')"
     try:
         answers = as_mapping(answers, what="my_placements", form="a dict of one Placement per kernel: {'add': " + one
@@ -572,7 +576,8 @@ def check_roofline(answers: dict[str, Placement] | None, ceil: Ceilings, *,
     except WrongForm as e:
         return failed(name, ref, str(e))
     if all(a is None or (a.flops is None and a.bytes is None) for a in answers.values()):
-        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell again.")
+        return not_done(name, ref, "Fill in flops, bytes and bound for both kernels and run this cell "
+                                   "again ([03-24] defines arithmetic intensity and the ridge point).")
     for key, want in ref.items():
         got = answers.get(key)
         if got is None or got.flops is None or got.bytes is None or got.bound is None:

@@ -158,7 +158,8 @@ def check_memory_plans(plans, *, budget: MemoryBudget, device=None) -> CheckResu
     name = "04 · the fastest plan for a batch twice as large, side by side"
     ref = memory_plan(budget)
     if plans is None or plans is ... or (isinstance(plans, (list, tuple)) and not plans):
-        return not_done(name, ref, "List the plans you want to compare in my_plans (at least two) and run this cell "
+        return not_done(name, ref, "List the plans you want to compare in my_plans (at least two; [04-07], "
+                                   "[04-14] and [04-16] measured what each knob saves) and run this cell "
                                    "again.")
     if isinstance(plans, MemoryPlan):
         return failed(name, ref, "my_plans holds one plan: list at least two (my_plans = [checks.MemoryPlan(...), "
@@ -283,14 +284,16 @@ def check_amp_step(fn: Callable | None, plan: AmpPlan | None, *, device=None, st
     name = "04 · mixed precision that trains like fp32"
     ref = (amp_step, amp_plan())
     if fn is None or fn is ... or plan is None or plan is ...:
-        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again.")
+        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again ([04-07] and "
+                                   "[04-09] show the precisions and what the scaler does).")
     try:
         plan = as_instance(plan, AmpPlan, what="my_amp", form="checks.AmpPlan(dtype='bf16' or 'fp16', use_scaler=True "
                                                               "or False, why='...')")
     except WrongForm as e:
         return failed(name, ref, str(e))
     if plan.dtype is None:
-        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again.")
+        return not_done(name, ref, "Write amp_step, fill in my_amp, and run this cell again ([04-07] and "
+                                   "[04-09] show the precisions and what the scaler does).")
     try:
         fn = as_function(fn, what="Your answer", form="the function itself, amp_step (no brackets: the check trains "
                                                       "with it)")

@@ -221,7 +221,9 @@ def check_predicted_efficiency(fn: Callable[[float, float, float], float]) -> Ch
     try:
         returned = [fn(*c) for c in cases]
     except NotImplementedError:
-        return not_done(name, predicted_efficiency_pct, "Write predicted_efficiency_pct, then run this cell again.")
+        return not_done(name, predicted_efficiency_pct, "Write predicted_efficiency_pct, then run this "
+                                                        "cell again ([05-10] measured what communication costs, "
+                                                        "[05-12] how much of it hides).")
     except Exception as e:  # the learner's code: any error is theirs to see
         return failed(name, predicted_efficiency_pct, f"it raised {type(e).__name__}: {e}")
     try:  # a numpy scalar or a 0-d tensor is a number too

@@ -47,7 +47,8 @@ def check_own_training(mine, reference) -> CheckResult:
     name = "06.0 · your training, to the target"
     truth = reference.time_to_target_s
     if mine is None or mine is ...:
-        return not_done(name, truth, "Judge your training function with judge_training first.")
+        return not_done(name, truth, "Judge your training function with judge_training first ([06-03] "
+                                     "gives the rules).")
     try:
         mine = as_instance(mine, TrainingVerdict, what="my_run", form="the verdict judge_training returned "
                                                                       "(my_run = judge_training(my_training, ...))")
@@ -233,7 +234,8 @@ def check_spot_the_cheat(answer: dict[str, str | None] | None, runs: dict[str, V
     name = "06.1 · spot the cheat"
     truth = cheats_solution(runs)
     if answer is None or answer is ...:
-        return not_done(name, truth, "Map each run to the rule it breaks (or None), from what the harness measured "
+        return not_done(name, truth, "Map each run to the rule it breaks (or None; [06-03] lists the rules), "
+                                     "from what the harness measured "
                                      "of it.")
     try:
         answer = as_mapping(answer, what="my_cheats", form=_CHEATS_FORM)
@@ -300,7 +302,8 @@ def check_next_change(answer: tuple[str, float] | None, kernels, final, ceil) ->
     truth = next_change_solution(kernels, final, ceil)
     groups = [p.name for p in kernels.points]
     if answer is None or answer is ...:
-        return not_done(name, truth, "Name the group to make faster next and the MFU it could bring at most.")
+        return not_done(name, truth, "Name the group to make faster next and the MFU it could bring at most "
+                                     "(from the roofline table [06-15c] and the comparison table [06-10]).")
     try:
         group, pct = as_pair(answer, what="my_next_change", form="a (group, MFU in %) pair such as "
                                                                   "('fully connected', 31.0)")
