@@ -145,12 +145,22 @@ def test_the_reference_worker_passes_and_a_missing_one_is_not_done(tmp_path):
     assert missing.status == "not done" and missing.value.read_text() == nb05.WORKER_SOLUTION
 
 
+def test_the_worker_as_handed_out_is_not_done_and_is_the_notebooks_cell(tmp_path):
+    cell = next(c for c in json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "05_ddp.ipynb").read_text())
+                ["cells"] if c.get("id") == "05-28")
+    assert "".join(cell["source"]).split("\n", 1)[1] == nb05.WORKER_HANDED_OUT
+    path = tmp_path / "my_worker.py"
+    path.write_text(nb05.WORKER_HANDED_OUT + "\n\n")  # blank lines added by an editor change nothing
+    res = nb05.check_ddp_worker(path)
+    assert res.status == "not done" and "[05-28]" in res.message, res.message
+
+
 WRONG = [  # (what the worker has instead of the reference's line, what the check must say)
     ("loader = DataLoader(data, batch_size=8, sampler=sampler)", "loader = DataLoader(data, batch_size=8, shuffle=True)",
      "saw all 64 items"),
     ("sampler = DistributedSampler(data)", "sampler = DistributedSampler(data, rank=int(os.environ['LOCAL_RANK']))",
      "LOCAL_RANK 0"),
-    ("    sampler.set_epoch(epoch)", "    pass", "set_epoch(epoch)"),
+    ("    sampler.set_epoch(epoch)", "    pass", "in the first epoch's order"),
     ("if rank == 0:", "if int(os.environ['LOCAL_RANK']) == 0:", "2 checkpoints"),
     ("model.module.state_dict()", "model.state_dict()", "'module.'"),
     ("loader = DataLoader(data, batch_size=8, sampler=sampler)",

@@ -77,6 +77,47 @@ shutdown()  # dist.destroy_process_group(), after freeing what DDP held
 '''
 
 
+#: The worker as [05-28] hands it out, wrong in four ways (tests/test_ddp_analysis.py keeps it equal to the cell).
+WORKER_HANDED_OUT = '''\
+"""My DDP worker: a small model on 64 items for 2 epochs, then a checkpoint.  torchrun ... my_worker.py OUT_DIR"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+from helpers.ddp import report, shutdown  # report: one line per rank, collected by the notebook
+
+
+def train(out_dir):
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    data = TensorDataset(torch.arange(64), torch.randn(64, 8), torch.randn(64, 1))  # (item number, input, target)
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    model = DDP(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        seen = []
+        for idx, x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            seen += idx.tolist()
+        report({"rank": rank, "epoch": epoch, "seen": seen, "loss": loss.item()})
+    os.makedirs(out_dir, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(out_dir, "checkpoint.pt"))
+    dist.barrier()
+
+
+dist.init_process_group("gloo")  # the CPU backend: this exercise runs on any machine
+train(sys.argv[1])
+shutdown()  # dist.destroy_process_group(), after freeing what DDP held'''
+
+
 def solution_worker() -> Path:
     """The reference worker, written to a temporary file (what the notebook runs when yours is not done)."""
     path = Path(tempfile.mkdtemp(prefix="ddp-worker-")) / "reference_worker.py"
@@ -109,33 +150,33 @@ def _worker_problem(results_by_node: list[list[dict]], out: Path) -> str | None:
         a, b = epochs[(0, epoch)], epochs[(1, epoch)]
         if len(a) == DATASET_SIZE or len(b) == DATASET_SIZE:
             return (f"in epoch {epoch} a rank saw all {DATASET_SIZE} items: every rank trains on the whole data set, "
-                    "so each epoch does the work of two and no rank's data differs. Give the DataLoader a "
-                    "DistributedSampler(data) (and drop shuffle=True: the sampler shuffles).")
+                    "so the two ranks do every item twice and no rank's data differs. \"DistributedSampler and "
+                    "set_epoch\" [05-05] shows how each rank gets a share of its own.")
         if sorted(a) == sorted(b):
-            return (f"in epoch {epoch} both ranks saw the same {len(a)} items. On two nodes both processes have "
-                    "LOCAL_RANK 0: the sampler needs the global rank, dist.get_rank(), which DistributedSampler "
-                    "uses when you do not pass rank=.")
+            return (f"in epoch {epoch} both ranks saw the same {len(a)} items: on two nodes both processes have "
+                    "LOCAL_RANK 0, so a share picked by LOCAL_RANK is the same share on both. [05-03] says which "
+                    "number is unique in the whole job.")
         if set(a) & set(b) or set(a) | set(b) != everything:
             return (f"in epoch {epoch} the ranks' items overlap or miss some: each item must be seen exactly once per "
                     "epoch across the ranks (one DistributedSampler per rank, over the same data set).")
     if epochs[(0, 0)] == epochs[(0, 1)]:
-        return ("every epoch repeats the first one's order: call sampler.set_epoch(epoch) at the start of each epoch "
-                "(the sampler's shuffle is seeded with the epoch number).")
+        return ("each rank's second epoch visits its items in the first epoch's order: the sampler shuffles the same "
+                "way every epoch unless it is told which epoch it is ([05-05] measured both).")
     saved = sorted(p for p in out.rglob("*") if p.is_file())
     if not saved:
-        return "no checkpoint was written: save one, from the process whose global rank is 0."
+        return "no checkpoint was written: the worker must save one, from one process of the job."
     if len(saved) > 1:
-        return (f"{len(saved)} checkpoints were written, one per rank. On a cluster they are one file written by "
-                "several processes at once (and `LOCAL_RANK == 0` is true on every node): save only where "
-                "dist.get_rank() == 0.")
+        return (f"{len(saved)} checkpoints were written, one per process. On a cluster's shared file system they are "
+                "one file written by several processes at once; one process of the whole job must write it, and "
+                "LOCAL_RANK is 0 on every node ([05-03]).")
     if rank_of_node.get(saved[0].parent.name) != 0:
-        return "the checkpoint was written by rank 1: save where dist.get_rank() == 0."
+        return "the checkpoint was written by rank 1; the job's first process, rank 0, is the one to write it."
     import torch
 
     state = torch.load(saved[0], map_location="cpu", weights_only=True)
     if not isinstance(state, dict) or any(str(k).startswith("module.") for k in state):
-        return ("the checkpoint's keys start with 'module.' (DDP's wrapper): save model.module.state_dict(), which "
-                "a plain model loads without DDP.")
+        return ("the checkpoint's keys start with 'module.': it holds DDP's wrapper, and a plain torch.nn.Linear(8, "
+                "1) refuses those keys. Save the state of the model DDP wraps, not of the wrapper.")
     return None
 
 
@@ -167,8 +208,25 @@ def check_ddp_worker(path: str | Path, *, timeout_s: float = 120.0) -> CheckResu
                     first="write the worker first", kind="worker file")
     if isinstance(path, CheckResult):
         return path
+    if _unchanged(path):
+        return not_done(_WORKER_CHECK, solution_worker(), "The worker is as handed out: find the cause of each of the "
+                                                          "four faults [05-27] describes, fix it in [05-28], and run "
+                                                          "both cells again.")
     out = Path(tempfile.mkdtemp(prefix="ddp-exercise-"))
     return _verdict(path, _run_two_nodes(path, out, timeout_s), out)
+
+
+def _unchanged(path: Path) -> bool:
+    """The worker as the notebook hands it out (its %%writefile cell, [05-28], unedited)."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return _code_lines(text) == _code_lines(WORKER_HANDED_OUT)
+
+
+def _code_lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.splitlines() if line.strip()]
 
 
 def _verdict(path: Path, nodes: list[LaunchResult], out: Path) -> CheckResult:
