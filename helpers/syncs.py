@@ -1,7 +1,7 @@
 """Find the places a training loop makes the host wait for the GPU, line by line, on any device.
 
     from helpers import syncs
-    with syncs.SyncFinder() as found:
+    with syncs.SyncFinder(device=device) as found:   # device: the one the loop is handed
         classic_loop(model, opt, batches, device)
     print(found.table())        # each sync: what it was (loss.item(), torch.cuda.synchronize(), ...) and the line
     found.count                 # how many
@@ -38,11 +38,14 @@ SYNCING_METHODS = {
     torch.Tensor.__index__: "a tensor used as an index", torch.Tensor.__format__: "a tensor formatted into a string",
     torch.Tensor.__repr__: "print(tensor)",
 }
-#: Copies to the host: a wait only where the tensor is on a GPU (on a CPU they copy nothing anywhere).
-_TO_HOST = {torch.Tensor.cpu: ".cpu()", torch.Tensor.to: ".to('cpu')"}
-#: Ops whose output's size depends on the values: the host must read them to allocate it.
+#: Copies to the host: a wait where the tensor is on a GPU (on a machine without one, where the same line would).
+_TO_HOST = {torch.Tensor.cpu: ".cpu()", torch.Tensor.to: ".to('cpu')", torch.Tensor.copy_: "a copy into a host tensor",
+            torch.Tensor.__setitem__: "a tensor stored into a host tensor", torch.as_tensor: "torch.as_tensor(.., 'cpu')"}
+#: Ops whose output's size or truth depends on the values: the host must read them.
 _DATA_DEPENDENT = {torch.nonzero: "nonzero", torch.Tensor.nonzero: "nonzero", torch.masked_select: "masked_select",
-                   torch.Tensor.masked_select: "masked_select", torch.unique: "unique", torch.Tensor.unique: "unique"}
+                   torch.Tensor.masked_select: "masked_select", torch.unique: "unique", torch.Tensor.unique: "unique",
+                   torch.equal: "torch.equal", torch.Tensor.equal: "torch.equal", torch.is_nonzero: "is_nonzero",
+                   torch.Tensor.is_nonzero: "is_nonzero", torch._assert: "torch._assert (an assert on a tensor)"}
 _TORCH = str(Path(torch.__file__).parent)
 
 
@@ -93,16 +96,29 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         what = SYNCING_METHODS.get(func) or _DATA_DEPENDENT.get(func)
-        if what is None and func in _TO_HOST and args and isinstance(args[0], torch.Tensor) and args[0].is_cuda \
-                and (func is torch.Tensor.cpu or _to_host(args, kwargs)):
+        if what is None and func in _TO_HOST and self.found._to_host(func, args, kwargs):
             what = _TO_HOST[func]
-        if what is not None and not self.found._inside and _waits(args):
+        if what is None and func in (torch.where, torch.Tensor.__getitem__) and _data_dependent(func, args, kwargs):
+            what = "torch.where(condition)" if func is torch.where else "indexing with a boolean tensor"
+        if what is not None and not self.found._inside and (func in _TO_HOST or _waits(args)):
             self.found._note(what)
         self.found._inside += 1  # a method's own calls (repr calls item) are the same sync, counted once
         try:
             return func(*args, **kwargs)
         finally:
             self.found._inside -= 1
+
+
+def _data_dependent(func, args, kwargs) -> bool:
+    if func is torch.where:
+        return len(args) + len(kwargs) == 1  # where(condition) alone: the indices, as many as the values say
+    index = args[1] if len(args) > 1 else None
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in parts)
+
+
+def _on_host(x) -> bool:
+    return isinstance(x, torch.Tensor) and x.device.type == "cpu"
 
 
 def _waits(args) -> bool:
@@ -113,20 +129,28 @@ def _waits(args) -> bool:
     return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
 
 
-def _to_host(args, kwargs) -> bool:
-    target = kwargs.get("device", args[1] if len(args) > 1 else None)
+def _target_device(args, kwargs, at: int = 1):
+    target = kwargs.get("device", args[at] if len(args) > at else None)
+    if isinstance(target, torch.Tensor):  # x.to(other): other's device
+        return target.device
     try:
-        return isinstance(target, (str, torch.device)) and torch.device(target).type == "cpu"
+        return torch.device(target) if isinstance(target, (str, torch.device)) else None
     except (RuntimeError, TypeError):
-        return False
+        return None
 
 
 class SyncFinder:
     """A context manager that records every call in its block that makes the host wait for the GPU (see the module's
     docstring), with the line of code that made it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ignore: tuple[torch.Tensor, ...] | list = (), device: torch.device | None = None) -> None:
         self.syncs: list[Sync] = []
+        # the training device, as the loop is handed it: x.to(device) with this very object is the copy to the
+        # device, never to the host (on a machine without a GPU, device is the CPU too, and only this tells them apart)
+        self._device = device
+        # tensors whose copies are the loop's input, not its output (a batch handed over on the host): on a machine
+        # without a GPU, moving them "to the device" is a move to the CPU, and no wait anywhere
+        self._ignored = {id(t) for t in ignore}
         self.cuda_warnings = 0  # what torch.cuda.set_sync_debug_mode("warn") reported, on a GPU
         self._inside = 0
         self._mode = _Mode(self)
@@ -134,6 +158,25 @@ class SyncFinder:
         self._warn_ctx = None
         self._warned: list = []
         self._old_debug = None
+
+    def _to_host(self, func, args, kwargs) -> bool:
+        """A copy from a GPU (or, on a machine without one, from anything but an ignored input) to the host."""
+        if func is torch.as_tensor:
+            src, dst = (args[0] if args else kwargs.get("data")), _target_device(args, kwargs, at=2)
+            moved = dst is not None and dst.type == "cpu"
+        elif func is torch.Tensor.cpu:
+            src, moved = (args[0] if args else None), True
+        elif func is torch.Tensor.to:
+            src, dst = (args[0] if args else None), _target_device(args, kwargs)
+            raw = kwargs.get("device", args[1] if len(args) > 1 else None)
+            moved = dst is not None and dst.type == "cpu" and not (self._device is not None and raw is self._device)
+        else:  # copy_ and __setitem__: a host tensor receiving a value
+            dst_t = args[0] if args else None
+            src = args[1] if func is torch.Tensor.copy_ and len(args) > 1 else (args[2] if len(args) > 2 else None)
+            moved = _on_host(dst_t)
+        if not moved or not isinstance(src, torch.Tensor) or id(src) in self._ignored:
+            return False
+        return src.is_cuda if torch.cuda.is_available() else True
 
     def _note(self, what: str) -> None:
         where = _callers_line()
@@ -145,15 +188,15 @@ class SyncFinder:
         return len(self.syncs)
 
     def __enter__(self) -> "SyncFinder":
-        if torch.cuda.is_available():  # torch.cuda.synchronize() is no tensor call: watched by name
-            original = torch.cuda.synchronize
-
-            def synchronize(*args, **kwargs):
-                self._note("torch.cuda.synchronize()")
-                return original(*args, **kwargs)
-
-            self._patched = original
-            torch.cuda.synchronize = synchronize
+        if torch.cuda.is_available():  # the synchronize calls are no tensor calls: watched where they all end
+            self._patches = []
+            for owner, name, what in ((torch._C, "_cuda_synchronize", "torch.cuda.synchronize()"),
+                                      (torch.cuda.Stream, "synchronize", "a stream's synchronize()"),
+                                      (torch.cuda.Event, "synchronize", "an event's synchronize()")):
+                original = getattr(owner, name)
+                setattr(owner, name, self._watching(original, what))
+                self._patches.append((owner, name, original))
+            self._patched = True
             self._old_debug = torch.cuda.get_sync_debug_mode()
             self._warn_ctx = warnings.catch_warnings(record=True)
             self._warned = self._warn_ctx.__enter__()
@@ -162,10 +205,17 @@ class SyncFinder:
         self._mode.__enter__()
         return self
 
+    def _watching(self, original, what: str):
+        def synchronize(*args, **kwargs):
+            self._note(what)
+            return original(*args, **kwargs)
+        return synchronize
+
     def __exit__(self, *exc) -> None:
         self._mode.__exit__(*exc)
         if self._patched is not None:
-            torch.cuda.synchronize = self._patched
+            for owner, name, original in self._patches:
+                setattr(owner, name, original)
             torch.cuda.set_sync_debug_mode(self._old_debug)
             self.cuda_warnings = sum("synchroniz" in str(w.message).lower() for w in self._warned)
             self._warn_ctx.__exit__(*exc)

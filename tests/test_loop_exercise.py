@@ -71,6 +71,9 @@ def _no_wait_loop(move_images, move_labels=lambda y, d: y.to(d, non_blocking=Tru
 float_first = _no_wait_loop(lambda x, d: ((x.float() / 255 - 0.5) / 0.5).to(d, non_blocking=True))
 float_in_the_copy = _no_wait_loop(lambda x, d: (x.to(d, torch.float32, non_blocking=True) / 255 - 0.5) / 0.5)
 blocking_copy = _no_wait_loop(lambda x, d: data.normalize_u8(x.to(d)))
+labels_copied_twice = _no_wait_loop(lambda x, d: data.normalize_u8(x.to(d, non_blocking=True)),
+                                    lambda y, d: (y.to(d, non_blocking=True), y.to(d))[1])  # the first one thrown away
+cloned_first = _no_wait_loop(lambda x, d: data.normalize_u8(x.contiguous().to(d, non_blocking=True)))
 blocking_labels = _no_wait_loop(lambda x, d: data.normalize_u8(x.to(d, non_blocking=True)), lambda y, d: y.to(d))
 
 
@@ -97,10 +100,16 @@ def test_a_loop_that_trains_differently_is_refused_by_both_checks():
 
 
 def test_batches_moved_the_wrong_way_are_refused_with_what_to_change():
-    for loop, says in ((nb02.classic_loop, "is .float()"), (float_first, "is .float()"),
-                       (float_in_the_copy, "dtype=torch.float32"), (blocking_copy, "images without non_blocking=True"),
-                       (blocking_labels, "labels without non_blocking=True")):
+    for loop, says in ((nb02.classic_loop, "calls .float(...)"), (float_first, "calls .float(...)"),
+                       (float_in_the_copy, "copies the images and converts them in one call"),
+                       (blocking_copy, "images without non_blocking=True"),
+                       (blocking_labels, "labels without non_blocking=True"),
+                       (labels_copied_twice, "labels without non_blocking=True"),
+                       (cloned_first, None)):
         res = nb02.check_loop_from_bytes(loop, device="cpu", seed=4)
+        if says is None:  # a copy of the uint8 batch before the copy to the device is no conversion: an honest loop
+            assert res.passed, res.message
+            continue
         assert res.status == "failed" and says in res.message, (says, res.message)
 
 
@@ -132,13 +141,53 @@ def test_sync_finder_names_each_waiting_line_once_per_call_and_ignores_the_optim
             loss.backward()
             opt.step()
             shown = f"{loss:.2f}"  # format calls item() inside: one wait, counted once
-            kept = loss.detach().cpu()  # a CPU tensor copied to the CPU: no wait anywhere
-    assert found.count == 3 and shown and kept is not None
+    assert found.count == 3 and shown
     table = found.table()
     assert list(table["times"]) == [3] and "formatted" in table["what"].iloc[0]
     assert table["where"].iloc[0].startswith("test_loop_exercise.py:") and 'f"{loss:.2f}"' in table["code"].iloc[0]
-    with syncs.SyncFinder() as clean:
+    device = torch.device("cpu")
+    with syncs.SyncFinder(device=device) as clean:  # the loop copies to the device it is handed: no wait
         nb02.train_loop(model := torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 10)),
                         torch.optim.SGD(model.parameters(), lr=0.1), nb02.loop_batches(2, batch=4, size=4, device="cpu"),
-                        torch.device("cpu"))
+                        device)
     assert clean.count == 0 and repr(clean) == "no syncs found"
+
+
+def test_sync_finder_finds_copies_to_the_host_and_data_dependent_ops_but_not_the_copy_to_the_device():
+    """On a machine without a GPU the training device is the CPU too: x.to(device), with the device the loop was
+    handed, is the copy to the device; every other way a value reaches a host tensor is what waits on a GPU."""
+    device = torch.device("cpu")
+    batch = torch.ones(4)
+    loss = torch.tensor(2.0, requires_grad=True) * 3
+    host = torch.zeros(3)
+    with syncs.SyncFinder(ignore=[batch], device=device) as found:
+        batch.to(device, non_blocking=True)  # the input, to the device: no wait
+        loss.detach().to(device)             # the device the loop was handed: the copy to it, no wait
+        host[0] = loss.detach()
+        host[1:2].copy_(loss.detach())
+        torch.as_tensor(loss.detach(), device="cpu")
+        loss.detach().to("cpu")
+        loss.detach().cpu()
+        torch.equal(loss, loss)
+        v = torch.arange(4.0)
+        v[v > 1]
+        torch.where(v > 1)
+    assert [s.what for s in found.syncs] == [
+        "a tensor stored into a host tensor", "a copy into a host tensor", "torch.as_tensor(.., 'cpu')", ".to('cpu')",
+        ".cpu()", "torch.equal", "indexing with a boolean tensor", "torch.where(condition)"]
+
+
+@pytest.mark.parametrize("hidden", ["host[i] = loss.detach()", "torch.as_tensor(loss, device='cpu')",
+                                    "loss.detach().to('cpu')", "torch.equal(loss, loss)"])
+def test_a_loop_that_hides_its_wait_in_a_host_tensor_or_a_comparison_is_refused(hidden):
+    def loop(model, opt, batches, device):
+        losses, host = [], torch.zeros(len(batches))
+        for i, (xb, yb) in enumerate(batches):
+            loss = _step(model, opt, data.normalize_u8(xb.to(device, non_blocking=True)),
+                         yb.to(device, non_blocking=True), losses)
+            exec(hidden, {"torch": torch}, {"host": host, "i": i, "loss": loss})
+            losses.append(loss.detach())
+        return torch.stack(losses)
+
+    res = nb02.check_loop_without_syncs(loop, device="cpu", seed=7)
+    assert res.status == "failed" and "wait for the GPU 4 times" in res.message, res.message
