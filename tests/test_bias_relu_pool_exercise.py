@@ -104,3 +104,25 @@ def test_blank_or_unwritten_is_not_done_and_names_the_cell_that_shows_the_patter
         assert res.status == "not done", res.message
     assert "[03-32]" in nb03.check_bias_relu_pool(None, device="cpu").message
     assert "my_bias_relu_pool" in nb03.check_bias_relu_pool(42, device="cpu").message
+
+
+@triton.jit
+def _noop(p, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(p + i, tl.zeros((BLOCK,), tl.float32), mask=i < n)
+
+
+def test_a_token_kernel_launched_beside_pytorchs_ops_is_refused():
+    def token(x, bias):
+        _noop[(1,)](torch.zeros(1, device=x.device), 1, BLOCK=16)  # a kernel ran...
+        return nb03.unfused_bias_relu_pool(x, bias)                 # ...but PyTorch made the result
+
+    res = nb03.check_bias_relu_pool(token, device="cpu", seed=8)
+    assert res.status == "failed" and "memory no kernel of yours was handed" in res.message, res.message
+
+    def token_softmax(x):
+        _noop[(1,)](torch.zeros(1, device=x.device), 1, BLOCK=16)
+        return torch.softmax(x, -1)
+
+    res = nb03.check_fused_softmax(token_softmax, device="cpu", seed=8)
+    assert res.status == "failed" and "memory no kernel of yours was handed" in res.message, res.message

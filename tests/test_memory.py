@@ -198,7 +198,9 @@ def test_memory_plans_side_by_side_the_fastest_that_fits_is_the_answer_and_wrong
     assert f"Your answer is the fastest: {nb04._label(res.value)}" in res.message
     for plans, says in (([P(64, "bf16", False, 2)], "only 2 × 64, bf16"),  # one plan in a list
                         (P(64, "bf16", False, 2), "holds one plan"),       # a plan, not a list
-                        ([P(64, "bf16", False, 2), P(64, "bf16", False, 2)], "the same plan again"),
+                        ([P(64, "bf16", False, 2), P(64, "bf16", False, 2)], "the same micro-batch step as"),
+                        ([P(64, "fp32", False, 2), P(64, "fp32", False, 3)], "the same micro-batch step as"),
+                        ([P(64, "bf16", False, 2), P(64, "bf16", False, 2**62)], "from 1 to 64"),
                         ([P(128, "fp32"), P(64, "fp32")], "none trained 128"),  # over the budget, and too small
                         ([P(64, "bf16", False, 2)] * 7, "keep the six"),
                         ([P(64, "bf16", False, 2), "bf16"], "a list of checks.MemoryPlan")):

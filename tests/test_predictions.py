@@ -217,3 +217,30 @@ def test_the_comparison_is_the_measurements_own():
     high = nb04.check_prediction(prediction, _anatomy(4.0, 0.4), started=started)
     assert "measured 0.5×" in low.message and "weights are the larger part" in low.message
     assert "measured 10×" in high.message and "activations are the larger part" in high.message
+
+
+def test_a_prediction_cannot_be_changed_after_it_was_made():
+    """Its answers are read-only, and a tensor or array given as an answer is copied when the prediction is made: a
+    fill_() after the measurement changes nothing."""
+    import numpy as np
+    import torch
+
+    guess = torch.tensor(2.0)
+    prediction = nb04.predict(activations_over_weights_x=guess)
+    with pytest.raises(TypeError):
+        prediction.answers["activations_over_weights_x"] = 8.5
+    guess.fill_(8.5)
+    started = nb04.measuring("the anatomy")
+    res = nb04.check_prediction(prediction, _anatomy(3.4, 0.4), started=started)
+    assert res.passed and "you predicted 2×" in res.message, res.message
+    arr = np.array(60.0)
+    made = nb01.predict(waiting_for_data_pct=arr)
+    arr.fill(83.2)
+    res = nb01.check_prediction(made, _baseline(0.832), started=nb01.measuring("the run"))
+    assert "you predicted 60.0%" in res.message, res.message
+
+
+@pytest.mark.parametrize("started", [None, 3.0, "now", object()])
+def test_a_start_that_is_not_a_measuring_mark_fails_without_raising(started):
+    res = nb01.check_prediction(nb01.predict(waiting_for_data_pct=40), _baseline(0.5), started=started)
+    assert res.status == "failed" and "checks.measuring" in res.message, res.message

@@ -185,6 +185,11 @@ def measure_given(kernels: dict[str, GivenKernel], *, device: torch.device | str
 
 # -- the checks ----------------------------------------------------------------------------------------
 
+_NOT_WRITTEN_BY_YOURS = ("It launched a Triton kernel, but the tensor it returned is memory no kernel of yours was "
+                         "handed: the result came from somewhere else (PyTorch's ops, or a compiled function). Write "
+                         "the result in your kernel: hand it the output tensor and store into it.")
+
+
 def _fresh_shapes(cuda: bool, rng: random.Random) -> list[tuple[int, int]]:
     # The first shape is the one the notebook's example uses; the others a kernel written only for it gets wrong.
     rows = (lambda: rng.randint(64, 300)) if cuda else (lambda: rng.randint(3, 9))
@@ -212,6 +217,7 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     rng = random.Random(seed if seed is not None else random.randrange(2**31))
     g = torch.Generator().manual_seed(rng.randrange(2**31))
     kernels: list[str] = []
+    untouched = False  # a kernel ran, but what was returned is memory no kernel of the learner's was handed
     for i, (r, c) in enumerate(_fresh_shapes(dev.type == "cuda", rng)):
         x = torch.randn(r, c, generator=g).to(dev)
         before = x.clone()
@@ -219,6 +225,7 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
             with triton_launches() as launched:
                 got = fn(x)
             kernels += [k for k in launched if k not in kernels]
+            untouched = untouched or (bool(launched) and isinstance(got, torch.Tensor) and not launched.touched(got))
         except NotImplementedError:
             return not_done(name, ref, "Write the kernel and run this cell again.")
         except Exception as e:
@@ -244,6 +251,8 @@ def check_fused_softmax(fn: Callable | None, *, device, seed: int | None = None,
     if not torch.isfinite(got).all() or not torch.allclose(got.float(), torch.softmax(big, -1), atol=1e-6, rtol=1e-4):
         return failed(name, ref, "With large inputs (|x| up to ~800) it gives inf or NaN: exp overflows. Subtract each "
                                  "row's max before exp; the result is the same, and the largest term becomes exp(0) = 1.")
+    if untouched:
+        return failed(name, ref, _NOT_WRITTEN_BY_YOURS)
     if not kernels:
         return failed(name, ref, "It matches torch.softmax, but it launched no Triton kernel of its own: it calls "
                                  "PyTorch (torch.softmax, or a compiled function), and the exercise is to write the "
@@ -305,6 +314,7 @@ def check_bias_relu_pool(fn: Callable | None, *, device, dtype: torch.dtype = to
     rng = random.Random(seed if seed is not None else random.randrange(2**31))
     g = torch.Generator().manual_seed(rng.randrange(2**31))
     kernels: list[str] = []
+    untouched = False
     cases = [(shape, cl, torch.float32) for shape, cl in _pool_cases(cuda, rng)]
     if cuda and dtype != torch.float32:
         cases.append((_pool_cases(cuda, rng)[0][0], True, dtype))  # the precision the network trains in
@@ -320,6 +330,7 @@ def check_bias_relu_pool(fn: Callable | None, *, device, dtype: torch.dtype = to
             with triton_launches() as launched:
                 got = fn(x, bias)
             kernels += [k for k in launched if k not in kernels]
+            untouched = untouched or (bool(launched) and isinstance(got, torch.Tensor) and not launched.touched(got))
         except NotImplementedError:
             return not_done(name, ref, "Write the kernel and run this cell again.")
         except Exception as e:
@@ -347,6 +358,8 @@ def check_bias_relu_pool(fn: Callable | None, *, device, dtype: torch.dtype = to
                 why = ("each output is the largest of its 2×2 window plus the channel's bias, then max(0, ·); the "
                        "bias is the same for every position of a channel.")
             return failed(name, ref, f"On {what} it differs from max_pool2d(relu(x + bias)) by up to {err:.2g}: {why}")
+    if untouched:
+        return failed(name, ref, _NOT_WRITTEN_BY_YOURS)
     if not kernels:
         return failed(name, ref, "It matches, but it launched no Triton kernel of its own: it calls PyTorch's ops "
                                  "(or a compiled function), and the exercise is to write the kernel. Launch yours "
@@ -373,10 +386,22 @@ def check_bias_relu_pool(fn: Callable | None, *, device, dtype: torch.dtype = to
                                        f"{t_ops:.3f} ms; {moved / (t_fn * 1e-3) / 1e9:,.0f} GB/s).", fn)
 
 
-def _unique_graphs() -> int:
-    from torch._dynamo.utils import counters
+#: What the profiler shows of a forward that ran eagerly: the network's pools and ReLUs as ops of their own (compiled,
+#: Inductor fuses them into its kernels and they never appear).
+_EAGER_FORWARD = ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::relu")
 
-    return int(counters["stats"]["unique_graphs"])
+
+def _how_it_ran(step, x: torch.Tensor, y: torch.Tensor) -> tuple[bool, bool]:
+    """One profiled step: (something compiled ran, the network's forward ran eagerly). Read from what ran, not from
+    the compiler's counters, which a compile that found its cache (a cell run twice) leaves where they were."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step(x, y)
+    names = {e.name for e in prof.events()}
+    compiled = any("Torch-Compiled Region" in n or "CompiledFunction" in n or "CompiledFxGraph" in n
+                   or "GraphLaunch" in n for n in names)
+    return compiled, any(n in names for n in _EAGER_FORWARD)
 
 
 def _update_gap(a: torch.nn.Module, b: torch.nn.Module, before: list[torch.Tensor]) -> float:
@@ -416,7 +441,6 @@ def check_fast_step(make_step: Callable | None, *, device, dtype: torch.dtype = 
     yours, theirs = copy.deepcopy(base), copy.deepcopy(base)
     before = [p.detach().float().clone() for p in base.parameters()]
     sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)  # noqa: E731
-    graphs_before = _unique_graphs()
     try:
         step = make_step(yours, sgd(yours))
         step = as_function(step, what="What my_fast_step returns", form="a function step(x, y) -> loss")
@@ -451,15 +475,21 @@ def check_fast_step(make_step: Callable | None, *, device, dtype: torch.dtype = 
         return failed(name, ref, "It trains right, but the convolutions' weights are still NCHW: convert the model "
                                  "(model.to(memory_format=torch.channels_last)); with its weights in channels_last, "
                                  "each convolution runs in channels_last whatever the batch's layout.")
-    if _unique_graphs() == graphs_before:
-        return failed(name, ref, "It trains right in channels_last, but nothing was compiled: wrap the model (or the "
-                                 "forward) in torch.compile inside my_fast_step.")
+    x = torch.randn(batch, 3, image_size, image_size, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
+    try:
+        compiled, eager_forward = _how_it_ran(step, x, y)
+    except Exception as e:
+        return failed(name, ref, f"A profiled step raised {type(e).__name__}: {str(e)[:300]}")
+    if not compiled or eager_forward:
+        return failed(name, ref, "It trains right in channels_last, but the network's forward ran eagerly: its pools "
+                                 "and ReLUs ran as PyTorch ops of their own" + ("" if compiled else ", and nothing "
+                                 "compiled ran") + ". Wrap the model (or its forward) in torch.compile inside "
+                                 "my_fast_step.")
     if dev.type != "cuda":
         return CheckResult(name, "passed", f"It trains like the eager step ({steps} steps on fresh batches), in "
                                            "channels_last, compiled. CUDA graphs and the speed are checked on a GPU.",
                            make_step)
-    x = torch.randn(batch, 3, image_size, image_size, device=dev)
-    y = torch.randint(0, 10, (batch,), device=dev)
     if graph_launches(step, x, y) == 0:
         return failed(name, ref, "It trains right, in channels_last, compiled, but a step replays no CUDA graph: "
                                  "compile with mode=\"reduce-overhead\", which captures the compiled forward and backward "

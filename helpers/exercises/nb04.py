@@ -115,8 +115,8 @@ def _judge_plan(plan, *, budget: MemoryBudget, device=None) -> tuple[CheckResult
                                  form=f"a whole number of images per micro-batch, from 1 to {most:,}"),
             dtype=as_choice(plan.dtype, _DTYPES, what="my_plan.dtype", noun="a precision this exercise offers"),
             checkpoint=as_flag(plan.checkpoint, what="my_plan.checkpoint"),
-            grad_accum=as_number(plan.grad_accum, what="my_plan.grad_accum", integer=True, low=1,
-                                 form="a whole number of micro-batches per optimizer step, 1 or more"))
+            grad_accum=as_number(plan.grad_accum, what="my_plan.grad_accum", integer=True, low=1, high=_MAX_BATCH_X,
+                                 form=f"a whole number of micro-batches per optimizer step, from 1 to {_MAX_BATCH_X}"))
     except WrongForm as e:
         return _no(failed(name, ref, str(e)))
     if plan.effective_batch < budget.target_batch:
@@ -174,14 +174,21 @@ def check_memory_plans(plans, *, budget: MemoryBudget, device=None) -> CheckResu
         return failed(name, ref, f"my_plans lists {len(plans)} plans: keep the six you most want to compare (each is "
                                  "measured).")
     lines, fits = [], []
-    seen = set()
+    seen: dict[tuple, str] = {}
+    dev = torch.device(device) if device is not None else env.device()
     for plan in plans:
         verdict, measured = _judge_plan(plan, budget=budget, device=device)
         label = _label(verdict.value) if verdict.passed else (_label(plan) if plan.batch_size is not None else "blank")
-        if verdict.passed and label in seen:
-            lines.append(f"{label}: the same plan again, not measured twice")
-            continue
-        seen.add(label)
+        if verdict.passed:
+            # the step each plan measures: its micro-batch, in the precision it really runs here, checkpointed or
+            # not. Accumulation repeats that step, so plans that differ only there are one plan, measured once
+            p = verdict.value
+            step = (p.batch_size, env.autocast_dtype(_DTYPES[p.dtype], dev), p.checkpoint)
+            if step in seen:
+                lines.append(f"{label}: the same micro-batch step as {seen[step]} (accumulation repeats a step, and "
+                             "on this device a precision may run as another), not compared")
+                continue
+            seen[step] = label
         if verdict.passed:
             peak, ips = measured
             fits.append((ips, peak, verdict.value, label))

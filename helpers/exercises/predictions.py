@@ -19,8 +19,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import types
 from collections.abc import Mapping
 from typing import Any, Literal
+
+import numpy as np
+import torch
 
 from .common import CheckResult, WrongForm, as_instance, as_number, blank, describe
 
@@ -34,6 +38,23 @@ class Prediction:
 
     answers: Mapping[str, Any]
     made_at: float = dataclasses.field(init=False, default_factory=time.monotonic, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # what was written down, as it was then: read-only, and an array or tensor copied (a fill_() after the
+        # measurement must not change the prediction made before it)
+        if isinstance(self.answers, Mapping):
+            object.__setattr__(self, "answers", types.MappingProxyType({k: _kept(v) for k, v in self.answers.items()}))
+
+
+def _kept(value: Any) -> Any:
+    try:
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+        if isinstance(value, np.ndarray):
+            return value.copy()
+    except Exception:  # a tensor-like that refuses to be copied: the check reads it as it is, and says what it is
+        pass
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +152,9 @@ def check_prediction(exercise: str, prediction: Any, measured: Mapping[str, floa
             return _wrong(exercise, str(e), where)
         except Exception:  # a learner's number-like object that raises when read
             return _wrong(exercise, f"{q.field} should be a number; you gave {describe(answers[q.field])}.", where)
+    if not isinstance(started, MeasurementStart):
+        return _wrong(exercise, f"started should be what checks.measuring(...) returned, called as the measurement "
+                                f"cell's first line; it was {describe(started)}.", where)
     if prediction.made_at > started.at:
         late = prediction.made_at - started.at
         return CheckResult(exercise, "failed", f"Your prediction was written {late:,.1f} s after {started.what} "

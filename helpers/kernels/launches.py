@@ -242,8 +242,25 @@ def _fused_ops(name: str) -> str:
     return m.group(1).replace("_", " ") if m else name
 
 
+class Launched(list):
+    """The kernels :func:`triton_launches` saw launched, as ``module.name``; ``storage`` holds the memory of every
+    tensor handed to them, so that a check can tell whether a kernel of the learner's wrote its result
+    (:meth:`touched`) or only ran beside PyTorch's ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.storage: set[int] = set()
+
+    def touched(self, t: torch.Tensor) -> bool:
+        return _storage(t) in self.storage
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
 @contextlib.contextmanager
-def triton_launches() -> Iterator[list[str]]:
+def triton_launches() -> Iterator[Launched]:
     """Record the ``@triton.jit`` kernels launched inside the block (``kernel[grid](...)``, autotuned or not), as
     ``module.name``; on a CPU through Triton's interpreter, on a GPU compiled.
 
@@ -259,7 +276,7 @@ def triton_launches() -> Iterator[list[str]]:
         classes.append(InterpretedFunction)
     except ImportError:  # an older Triton: the interpreter's functions are JITFunctions too
         pass
-    names: list[str] = []
+    names = Launched()
     originals = {cls: cls.__dict__["run"] for cls in classes if "run" in cls.__dict__}
 
     def recording(original):
@@ -268,6 +285,7 @@ def triton_launches() -> Iterator[list[str]]:
             module = getattr(fn, "__module__", "") or ""
             if not kwargs.get("warmup") and not module.startswith("torch"):
                 names.append(f"{module}.{getattr(fn, '__name__', type(self).__name__)}")
+                names.storage.update(_storage(a) for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
             return original(self, *args, **kwargs)
         return run
 
