@@ -96,6 +96,30 @@ def test_the_timeline_names_a_sliver_of_a_phase_without_drawing_labels_over_one_
     assert figure_check.problems(fig) == []
 
 
+def test_the_phases_are_where_the_gpu_ran_the_kernels_each_host_range_launched(tmp_path):
+    """Each host range (forward, backward, optimizer, the profiler's step) spans, on the GPU, the kernels launched
+    inside it, matched by correlation id: backward's all-reduce, launched from its hook, is in backward."""
+    kernels = [  # (name, launched at, ran at, for, correlation)
+        ("conv_fwd", 100, 1000, 300, 1), ("conv_bwd", 420, 1300, 500, 2),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 450, 1500, 200, 3), ("sgd_update", 620, 1800, 50, 4)]
+    ev = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": t, "dur": d,
+           "args": {"stream": 7, "device": 0, "correlation": c}} for n, _l, t, d, c in kernels]
+    ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": l, "dur": 5,
+            "args": {"correlation": c}} for _n, l, _t, _d, c in kernels]
+    ev += [{"ph": "X", "cat": "user_annotation", "name": n, "pid": 1, "tid": 1, "ts": t, "dur": d, "args": {}}
+           for n, t, d in (("ProfilerStep#1", 90, 600), ("forward", 90, 200), ("backward", 400, 150),
+                           ("optimizer", 600, 40))]
+    ev += [{"ph": "X", "cat": "gpu_user_annotation", "name": "forward", "pid": 0, "tid": 7, "ts": 1000, "dur": 2,
+            "args": {}}]  # the profiler's own projection, a sliver: not used where launches can be matched
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    phases = overlap.trace_phases(path).set_index("name")
+    assert phases.loc["forward"].tolist() == [1000.0, 300.0]
+    assert phases.loc["backward"].tolist() == [1300.0, 500.0]  # conv_bwd and the all-reduce beside it
+    assert phases.loc["optimizer"].tolist() == [1800.0, 50.0]
+    assert phases.loc["ProfilerStep#1"].tolist() == [1000.0, 850.0]
+
+
 def test_cluster_commands_and_a_slurm_script_that_parses(tmp_path):
     job = cluster.ClusterJob(nnodes=3, gpus_per_node=4, head="gpu-07", port=29611)
     lines = cluster.node_commands(job)
