@@ -16,14 +16,15 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     timebox                                          every search, sweep and measured window stops in time
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.relu_pool_triton ·
     kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch ·
-    challenge.accuracy · challenge.training_data · challenge.isolation
+    challenge.accuracy · challenge.training_data · challenge.isolation · large_batch
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
                                                      what ncu measures; the Triton softmax; ReLU + max-pool fused,
                                                      forward and backward, in Triton; a CUDA extension; where a
                                                      step's memory goes; accumulation; expandable segments; torchrun
                                                      from a notebook; held-out accuracy; the training set handed to a
                                                      learner's function, counted; a judged process's time limit and
-                                                     the files it must not change
+                                                     the files it must not change; a batch eight times larger,
+                                                     judged on held-out accuracy
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
     memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry · challenge.function_check
                                                      input pipelines; torch.profiler; the roofline; launches; CUDA

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import bench, leaderboard
+from helpers import bench, large_batch, leaderboard
 from helpers.challenge.harness import Submission, judge
 from helpers.challenge.to_target import TrainingVerdict
 from helpers.monitor import MonitorRecord
@@ -73,6 +73,10 @@ KERNELS = nb03.given_kernels("full")
 PLACED = nb03.placements(KERNELS, CPU_CEIL)
 # A budget as memory_budget measures it; no wrong answer gets as far as measuring (the fixture below makes sure).
 BUDGET = nb04.MemoryBudget(base_batch=64, factor=2, budget_gib=0.05, base_img_per_s=100.0, image_size=32)
+# The large-batch exercise on a handful of images: every wrong answer below is refused before a step is taken.
+LB = large_batch.Setup(task=large_batch.data.COURSE_TASK, image_size=16, images=64, base_batch=8, large_batch=64,
+                       heldout=64, pool=128)
+LB_SGD = large_batch.sgd(0.01)
 
 
 
@@ -213,6 +217,17 @@ TARGETS = [
      "my_amp.use_scaler should be True or False"),
     ("nb04 amp: why", lambda w, r: nb04.check_amp_step(nb04.amp_step, nb04.AmpPlan("bf16", True, w), device="cpu"),
      _without(_not_text(BATTERY), "None"), "my_amp.why should be a sentence in quotes"),
+    ("nb04 large batch: the optimizer", lambda w, r: nb04.check_large_batch(w, large_batch.constant(0.01), setup=LB,
+                                                                            device="cpu"),
+     _without(NOT_FUNCTIONS, *BLANK), "my_optimizer should be a function of the model's parameters"),
+    ("nb04 large batch: what the optimizer returns", lambda w, r: nb04.check_large_batch(
+        lambda params: w, large_batch.constant(0.01), setup=LB, device="cpu"),
+     BATTERY, "not a torch.optim.Optimizer"),
+    ("nb04 large batch: the schedule", lambda w, r: nb04.check_large_batch(LB_SGD, w, setup=LB, device="cpu"),
+     _without(NOT_FUNCTIONS, *BLANK), "my_lr should be a function my_lr(step, steps)"),
+    ("nb04 large batch: the rate", lambda w, r: nb04.check_large_batch(LB_SGD, lambda step, steps: w, setup=LB,
+                                                                       device="cpu"),
+     BATTERY, "it must be a finite number ≥ 0"),
     ("nb05 worker: the path", lambda w, r: nb05.check_ddp_worker(w), _not_text(BATTERY),
      "The worker's path should be the path of your worker file"),
     ("nb05 sync: the path", lambda w, r: nb05.check_sync(w, "each"), _not_text(BATTERY),
@@ -268,7 +283,8 @@ def test_every_public_check_is_given_the_battery():
               if n.startswith("check_") and n != "check_prediction"}
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
               "nb02.check_gpu_augment", "nb02.check_loop_without_syncs", "nb02.check_loop_from_bytes", "nb03.check_fused_softmax", "nb03.check_bias_relu_pool", "nb03.check_fast_step", "nb03.check_cuda_graph", "nb03.check_roofline",
-              "nb04.check_memory_plan", "nb04.check_memory_plans", "nb04.check_amp_step", "nb05.check_ddp_worker",
+              "nb04.check_memory_plan", "nb04.check_memory_plans", "nb04.check_amp_step", "nb04.check_large_batch",
+              "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
               "nb06.check_next_change"}
     assert public == called  # a new check joins TARGETS above
@@ -288,11 +304,13 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb04.check_memory_plan(blank, budget=BUDGET, device="cpu"),
     lambda blank, r: nb04.check_amp_step(blank, nb04.amp_plan(), device="cpu"),
     lambda blank, r: nb04.check_amp_step(nb04.amp_step, blank, device="cpu"),
+    lambda blank, r: nb04.check_large_batch(blank, large_batch.constant(0.01), setup=LB, device="cpu"),
+    lambda blank, r: nb04.check_large_batch(LB_SGD, blank, setup=LB, device="cpu"),
     lambda blank, r: nb06.check_own_training(blank, REFERENCE_RUN),
     lambda blank, r: nb06.check_spot_the_cheat(blank, r),
     lambda blank, r: nb06.check_next_change(blank, *NEXT),
 ], ids=["nb02 loader", "nb02 loop", "nb02 loop bytes", "nb03 softmax", "nb03 bias relu pool", "nb03 fast step", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
-        "nb06.0", "nb06.1", "nb06.2"])
+        "nb04 large batch optimizer", "nb04 large batch schedule", "nb06.0", "nb06.1", "nb06.2"])
 @pytest.mark.parametrize("blank", [None, ...], ids=["None", "Ellipsis"])
 def test_an_answer_left_blank_is_not_done(call, blank, runs):
     res = call(blank, runs)

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("timebox",),
     ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.relu_pool_triton",
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch",
-     "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference"),
+     "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference", "large_batch"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",
      "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry"),
     ("leaderboard.seal",),

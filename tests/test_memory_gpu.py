@@ -40,3 +40,19 @@ def test_expandable_segments_keep_reserved_near_allocated():
     off, on = fragmentation.run_in_subprocess(False), fragmentation.run_in_subprocess(True)
     assert on["peak_reserved_gib"] < off["peak_reserved_gib"]
     assert on["peak_reserved_gib"] / on["peak_allocated_gib"] < 1.1
+
+
+@pytest.mark.parametrize("recipe, passes", [("reference", True), ("the baseline's rate", False),
+                                            ("the linear scaling rule", False), ("AdamW, no warm-up, too high", False)])
+def test_large_batch_exercise_at_full_scale(recipe, passes):
+    """04's large-batch exercise where a learner with a GPU meets it: the reference keeps the baseline's accuracy
+    from fresh seeds; SGD at the baseline's rate and at 8× it, and AdamW at 1e-2 without warm-up, are refused."""
+    from helpers import large_batch as lb
+    from helpers.exercises import nb04
+
+    answers = {"reference": (nb04.large_batch_optimizer, nb04.large_batch_lr),
+               "the baseline's rate": (lb.sgd(0.01), lb.constant(0.01)),
+               "the linear scaling rule": (lb.sgd(0.08), lb.constant(0.08)),
+               "AdamW, no warm-up, too high": (lambda p: torch.optim.AdamW(p, lr=1e-2), lb.constant(1e-2))}
+    check = nb04.check_large_batch(*answers[recipe], setup=lb.setup_for("full"), device="cuda")
+    assert check.passed == passes, check.message
