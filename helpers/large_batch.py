@@ -230,7 +230,7 @@ def train_run(setup: Setup, make_optimizer: OptimizerFactory, lr_at: Schedule, *
 @functools.lru_cache(maxsize=8)
 def _baseline_cached(setup: Setup, seed: int, device: torch.device) -> Run:
     return train_run(setup, sgd(setup.base_lr), constant(setup.base_lr), batch=setup.base_batch, seed=seed,
-                     device=device, name=f"baseline: batch {setup.base_batch}, lr {setup.base_lr:g}")
+                     device=device, name=f"baseline, seed {seed}: batch {setup.base_batch}, lr {setup.base_lr:g}")
 
 
 def baseline(setup: Setup, *, seed: int = 0, device: torch.device | str | None = None) -> Run:
@@ -271,9 +271,11 @@ def loss_figure(runs: list[Run], *, title: str):
 
 
 def runs_table(runs: list[Run]):
-    """One row per run: batch, optimizer steps, held-out accuracy, the last steps' loss, seconds and img/s."""
+    """One row per run: batch, optimizer steps, held-out accuracy, the mean loss of its last tenth of steps, its
+    training time (the held-out evaluation not counted) and img/s."""
     import pandas as pd
 
     return pd.DataFrame([{"run": r.name, "batch": r.batch, "steps": r.steps, "held-out accuracy %": 100 * r.accuracy,
-                          "final loss": r.final_loss, "s": r.seconds, "img/s": r.images / r.seconds}
+                          "loss, mean of the last tenth of steps": r.final_loss, "training time s": r.seconds,
+                          "img/s": r.images / r.seconds}
                          for r in runs]).set_index("run")

@@ -457,8 +457,8 @@ def check_large_batch(make_optimizer: Callable | None, lr_at: Callable | None, *
 
     name = "04 · a batch eight times larger that learns as much"
     ref = (large_batch_optimizer, large_batch_lr)
-    hint = ("Write my_optimizer and my_lr and run this cell again ([04-lb-2] measured the baseline's learning rate at "
-            "the larger batch; [04-lb-1] says what a larger batch changes).")
+    hint = ("Write my_optimizer and my_lr and run this cell again ([04-lb-2] measured batch 256 at the baseline's "
+            "learning rate; [04-lb-1] says what a larger batch changes).")
     if make_optimizer is None or lr_at is None or make_optimizer is ... or lr_at is ...:
         return not_done(name, ref, hint)
     try:
