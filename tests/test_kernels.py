@@ -53,6 +53,9 @@ def call(args):
     generated, library = launches.parse_launches(code)
     assert generated == ["cpp_fused_relu_0", "triton_poi_fused_add_1"]
     assert library == ["convolution", "addmm"]
+    # and interleaved, as the code runs them (the table 03 shows)
+    assert launches.parse_calls(code) == [("convolution", "library"), ("cpp_fused_relu_0", "generated"),
+                                          ("triton_poi_fused_add_1", "generated"), ("addmm", "library")]
 
 
 def test_compiled_launches_names_the_fused_kernel_and_refuses_eager_code():

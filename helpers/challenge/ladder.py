@@ -85,7 +85,8 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
          lambda c: dataclasses.replace(c, channels_last=True, cudnn_benchmark=True), None, False),
         ("+ compile", "torch.compile (Inductor's fused kernels)",
          lambda c: dataclasses.replace(c, compile=True, compile_backend=env.compile_backend()), None, False),
-        ("+ CUDA graphs", "compile mode reduce-overhead: each step replayed as one graph",
+        ("+ CUDA graphs", "compile mode reduce-overhead: the compiled model's forward and backward each replayed as a "
+         "CUDA graph (the loss and the optimizer step still run eagerly)",
          lambda c: dataclasses.replace(c, compile_mode="reduce-overhead"), None, True),
         ("+ batch size", batch_adds,
          lambda c: dataclasses.replace(c, batch_size=final.final_batch, lr=final.final_lr,
