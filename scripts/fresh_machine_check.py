@@ -168,6 +168,8 @@ def route_cpu() -> int:
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "clone")], check=True)
         clone = work / "clone"
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                                text=True).stdout.strip() or None  # the commit the time measures
         for command in commands:
             t0 = time.perf_counter()
             if command == "make lab":
@@ -200,7 +202,7 @@ def route_cpu() -> int:
     sys.path.insert(0, str(ROOT / "scripts"))
     import notebook_times  # noqa: E402  (a sibling script)
 
-    path = notebook_times.record_fresh_clone(round(total, 1), lab_ready_s=round(lab_s, 1))
+    path = notebook_times.record_fresh_clone(round(total, 1), lab_ready_s=round(lab_s, 1), commit=commit)
     print(f"fresh clone: make lab served the notebooks after {lab_s:.0f} s, make test passed; {total:.0f} s in all, "
           f"recorded in {path}")
     return 0

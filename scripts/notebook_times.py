@@ -152,7 +152,9 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
              f". Smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`); "
              f"AVX2 only: {avx2.get('device', 'a CPU limited to AVX2')}, {avx2.get('host_cpu', '-')}, "
              f"{avx2.get('date', '-')} (`results/{SMOKE_AVX2}`)"
-             + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}" if fresh else "") + ". "
+             + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}"
+                + (f" (at commit {avx2['fresh_clone_commit']})" if avx2.get("fresh_clone_commit") else "")
+                if fresh else "") + ". "
              + (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`, its notebooks): "
                 f"{_secs(course)} on the {full.get('device', 'H100')}. " if course else "") +
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
@@ -206,10 +208,11 @@ def record(timings: dict) -> Path | None:
     return path
 
 
-def record_fresh_clone(seconds: float, *, lab_ready_s: float | None = None) -> Path:
+def record_fresh_clone(seconds: float, *, lab_ready_s: float | None = None, commit: str | None = None) -> Path:
     """``make test``'s time from a fresh clone: ``smoke_make_test_s_avx2`` in ``smoke-avx2.json`` on an AVX2-only
     CPU (real or made by the two settings), else ``smoke_make_test_s`` in ``smoke.json``; with ``lab_ready_s``,
-    how long `make lab` took from the clone to serving the notebooks (``fresh_clone_lab_ready_s``)."""
+    how long `make lab` took from the clone to serving the notebooks (``fresh_clone_lab_ready_s``); with ``commit``,
+    the commit the clone was made at (``fresh_clone_commit``, which the README states beside the time)."""
     sys.path.insert(0, str(ROOT))
     from helpers import env, results
 
@@ -217,7 +220,8 @@ def record_fresh_clone(seconds: float, *, lab_ready_s: float | None = None) -> P
     file = SMOKE_AVX2 if avx2_only(capability) else SMOKE
     name = "smoke_make_test_s_avx2" if file == SMOKE_AVX2 else "smoke_make_test_s"
     figures = {name: seconds} | ({"fresh_clone_lab_ready_s": lab_ready_s} if lab_ready_s is not None else {})
-    path = results.record(figures, path=results.results_dir() / file, header=_smoke_header(file, capability))
+    header = _smoke_header(file, capability) | ({"fresh_clone_commit": commit} if commit else {})
+    path = results.record(figures, path=results.results_dir() / file, header=header)
     update_readme()
     return path
 

@@ -133,8 +133,9 @@ def test_a_fresh_clone_time_goes_to_the_smoke_file_of_its_cpu(monkeypatch):
 
     monkeypatch.setattr(nt, "update_readme", lambda: None)
     monkeypatch.setattr(env, "cpu_capability", lambda: "AVX512 (oneDNN ≤ AVX2)")
-    path = nt.record_fresh_clone(780.0)
+    path = nt.record_fresh_clone(780.0, commit="abc1234")
     assert path.name == nt.SMOKE_AVX2 and results.load(path)["figures"]["smoke_make_test_s_avx2"] == 780.0
+    assert results.load(path)["fresh_clone_commit"] == "abc1234"  # the README states the commit beside the time
     monkeypatch.setattr(env, "cpu_capability", lambda: "AVX512")
     path = nt.record_fresh_clone(600.0)
     assert path.name == nt.SMOKE and results.load(path)["figures"]["smoke_make_test_s"] == 600.0
