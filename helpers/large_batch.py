@@ -29,6 +29,7 @@ from torch import nn
 
 from . import data, env
 from .models import ReferenceCNN
+from .train import scheduled_lr
 
 __all__ = ["Setup", "Run", "setup_for", "train_run", "baseline", "baseline_mean", "learner_seeds", "BASELINE_SEEDS",
            "sgd", "constant", "warmup_decay", "loss_figure", "runs_table"]
@@ -100,14 +101,9 @@ def constant(lr: float) -> Schedule:
 
 
 def warmup_decay(lr: float, warmup: int) -> Schedule:
-    """A linear warm-up from lr/warmup to ``lr`` over ``warmup`` steps, then a linear decay to zero at the last step."""
-
-    def schedule(step: int, steps: int) -> float:
-        if step < warmup:
-            return lr * (step + 1) / warmup
-        return lr * (1 - (step - warmup) / max(1, steps - 1 - warmup))
-
-    return schedule
+    """A linear warm-up from lr/warmup to ``lr`` over ``warmup`` steps, then a linear decay to zero at the last step
+    (the training loop's own schedule, :func:`helpers.train.scheduled_lr`)."""
+    return lambda step, steps: scheduled_lr(lr, step, steps, warmup_steps=warmup, decay="linear")
 
 
 def _device(device: torch.device | str | None) -> torch.device:

@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import data, env, models
 from ..memory import search
+from ..train import scheduled_lr
 from . import predictions
 from .common import (CheckResult, WrongForm, as_choice, as_flag, as_function, as_instance, as_number, as_text,
                      describe, failed, not_done)
@@ -418,10 +419,7 @@ def large_batch_optimizer(params) -> torch.optim.Optimizer:
 def large_batch_lr(step: int, steps: int) -> float:
     """The reference: a linear warm-up over the first tenth of the steps (the first steps, from random weights, are
     the least stable), then a linear decay to zero at the last step (the last steps settle instead of jumping)."""
-    warmup = max(1, steps // 10)
-    if step < warmup:
-        return _LARGE_LR * (step + 1) / warmup
-    return _LARGE_LR * (1 - (step - warmup) / max(1, steps - 1 - warmup))
+    return scheduled_lr(_LARGE_LR, step, steps, warmup_steps=max(1, steps // 10), decay="linear")
 
 
 def _large_batch_symptom(run, base_runs) -> str:
