@@ -38,6 +38,9 @@ WATCHED = [
     ("helpers.exercises.nb06", "_logits_gap_pct"), ("helpers.bench", "flops_per_image"),
     ("helpers.profiling", "profile_steps"), ("helpers.train", "_synthetic"), ("helpers.train", "Trainer.step"),
     ("helpers.train", "Trainer.__init__"), ("helpers.train", "Trainer.run"),
+    ("helpers.challenge.to_target", "_spot_check"), ("helpers.challenge.to_target", "_record"),
+    ("helpers.challenge.to_target", "_left_running"), ("helpers.challenge.to_target", "fresh_stream"),
+    ("helpers.monitor", "Monitor.start"), ("helpers.monitor", "Monitor.stop"),
 ]
 
 
@@ -78,9 +81,43 @@ def section(name: str, walls: dict):
         _section[0] = "(none)"
 
 
+def _classic_loop(rules):
+    """06's training function as the learner first meets it: the classic loop of 01 on a quarter of the ladder's
+    images, a sync after the copy and after the step, the loss read every step."""
+    import torch
+    import torch.nn.functional as F
+
+    from helpers.data import reference_transform
+
+    def my_training(model, data, device):
+        loader = data.loader(batch_size=32, shuffle=True, transform=reference_transform(data.image_size))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        seen = 0
+        while seen < rules.images // 4:
+            for images, labels in loader:
+                images, labels = images.to(device), labels.to(device)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                loss = F.cross_entropy(model(images), labels)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                loss.item()
+                seen += len(labels)
+                if seen >= rules.images // 4:
+                    break
+        return model
+
+    return my_training
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sections", nargs="*", default=["baseline", "rung", "suspects", "answer"])
+    ap.add_argument("--sections", nargs="*", default=["baseline", "rung", "suspects", "answer"],
+                    help="'mine': 06's own training as the learner first meets it (the classic loop, a quarter of "
+                         "the ladder's images), judged to the target as 06 judges it")
     ap.add_argument("--rungs", nargs="*", default=None, metavar="NAME",
                     help="with section 'rungs': the ladder's rungs to judge, each its own section (default: every rung "
                          "after the baseline that runs here)")
@@ -135,6 +172,11 @@ def main() -> int:
         with section("suspects", walls):
             runs = nb06.suspects(session, baseline, seed=None)
         trained["suspects"] = sum(v.images_seen / v.img_per_s for v in runs.values() if v.img_per_s > 0)
+    if "mine" in args.sections:
+        with section("mine", walls):
+            m = judge_training(_classic_loop(rules), session, time_target(rules), name="my run")
+        trained["mine"] = m.train_s
+        trained["mine: rehearsal"] = m.rehearsal_s
     if "answer" in args.sections:
         with section("answer", walls):
             a = judge_training(recipes.reference_training(rules), session, time_target(rules),
@@ -148,8 +190,8 @@ def main() -> int:
         row = {"wall_s": round(wall, 2), "timed_training_s": round(trained.get(name, 0.0), 2),
                "helpers_s": {k: round(v, 2) for k, v in sorted(parts.items(), key=lambda kv: -kv[1])}}
         row["calls"] = CALLS.get(name, [])
-        if name == "answer":
-            row["rehearsal_s"] = round(trained["answer: rehearsal"], 2)
+        if name in ("answer", "mine"):
+            row["rehearsal_s"] = round(trained[f"{name}: rehearsal"], 2)
         out["sections"][name] = row
         print(f"\n{name}: {wall:.1f} s wall, {trained.get(name, 0.0):.1f} s timed training")
         for k, v in sorted(parts.items(), key=lambda kv: -kv[1]):
@@ -158,8 +200,8 @@ def main() -> int:
                  + (f" (measured {c['measured_wall_s']} s)" if "measured_wall_s" in c else "")
                  for c in CALLS.get(name, [])]
         print("    in order: " + ", ".join(calls))
-        if name == "answer":
-            print(f"    rehearsal {trained['answer: rehearsal']:.2f} s (includes its compile)")
+        if name in ("answer", "mine"):
+            print(f"    rehearsal {trained[f'{name}: rehearsal']:.2f} s (includes any compile)")
     if args.out:
         Path(args.out).write_text(json.dumps(out, indent=1))
     return 0
