@@ -7,7 +7,8 @@ wall time and every cell's (read by ``scripts/notebook_times.py``). Notebooks in
 A cell that shows a table of raw floats (``7362.606991``) or bare ``None`` fails, saying how to show it; so does one
 whose plotly figure is drawn wrong: an axis that misses its data, a label or line far from it, a cut title or
 legend, labels over one another, NaN ticks (``helpers.figure_check``); and so does one that prints on stderr
-anything but a Python warning (a library's log lines show as red boxes that look like errors to a learner).
+anything but a Python warning (a library's log lines show as red boxes that look like errors to a learner), and so
+does one that prints NaN or inf with a unit ("nan× the baseline": a figure of what the run did not measure).
 """
 
 from __future__ import annotations
@@ -85,6 +86,19 @@ def stray_stderr(outputs) -> list[str]:
     return list(dict.fromkeys(stray))
 
 
+def not_a_number_printed(outputs) -> list[str]:
+    """NaN or inf printed with a unit ("nan× the baseline") in what a cell printed or displayed as text
+    (``helpers.tables.not_a_number_figures``): a figure of something the run did not measure, shown as if it had."""
+    from helpers.tables import not_a_number_figures
+
+    found = []
+    for out in outputs or []:
+        text = out.get("text") if out.get("output_type") == "stream" else out.get("data", {}).get("text/plain")
+        if text:
+            found += not_a_number_figures("".join(text) if isinstance(text, list) else text)
+    return list(dict.fromkeys(found))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     start = time.perf_counter()
@@ -105,6 +119,11 @@ def pytest_runtest_call(item):
                 f"this cell prints on stderr what is not a warning ({len(stray)} lines; the first: {stray[0]!r}): "
                 "keep a library's log lines off the learner's screen (helpers/__init__.py quiets Kineto's), and print "
                 "what the learner should read on stdout."))
+        nan = not_a_number_printed(getattr(item, "test_outputs", None))
+        if nan and not problems and not misdrawn and not stray:
+            outcome.force_exception(AssertionError(
+                f"this cell prints a figure that is not a number ({', '.join(nan)}): a ratio or share of something "
+                "this run did not measure. Say that it was not measured, and why (helpers.tables.times_over)."))
     if hasattr(item, "cell") and hasattr(item.parent, "nb"):
         end = time.perf_counter()
         key = str(item.parent.path)

@@ -28,6 +28,8 @@ from torch.utils.data import DataLoader, Dataset
 from . import env, timebox
 
 __all__ = [
+    "SAME_WITHIN",
+    "worker_sweep_reading",
     "LoaderSpec",
     "make_loader",
     "loader_img_per_s",
@@ -313,6 +315,59 @@ def worker_sweep_table(sweep: "pandas.DataFrame"):  # noqa: F821
 
     df = sweep.assign(gain_over_previous_pct=sweep.img_per_s.pct_change() * 100).set_index("num_workers")
     return tables.readable(df, missing={"gain_over_previous_pct": "the first row has no row before it"})
+
+
+#: Two loader rates closer than this share of the faster are "about the same": a loader's img/s moves by a few
+#: percent from one measurement to the next on a busy host.
+SAME_WITHIN = 0.05
+
+
+def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # noqa: F821
+    """What a :func:`worker_sweep` shows about workers against cores, in sentences written from its rows: whether
+    the counts past the usable cores gained or lost against the best within them, and how one worker compares
+    with none (the main process loading each batch itself). A sweep without a count past the cores (or without
+    0 and 1) says nothing of that part.
+
+        print(worker_sweep_reading(sweep, cores=16))
+    """
+    within, beyond = sweep[~sweep.beyond_cores], sweep[sweep.beyond_cores]
+    said = []
+    if not within.empty and not beyond.empty:
+        best_in = within.loc[within.img_per_s.idxmax()]
+        best_out = beyond.loc[beyond.img_per_s.idxmax()]
+        change = best_out.img_per_s / best_in.img_per_s - 1
+        head = (f"Past the {cores} usable cores, {int(best_out.num_workers)} workers read "
+                f"{best_out.img_per_s:,.0f} img/s against {best_in.img_per_s:,.0f} for the best within them "
+                f"({int(best_in.num_workers)} workers)")
+        if change > SAME_WITHIN:
+            said.append(head + f": {change:.0%} more. A worker does not keep its core busy all the time (it waits to "
+                        "hand its batch to the main process, and on memory), so more workers than cores can still "
+                        "fill the gaps; each one past the cores costs memory and switching, and the gain ends.")
+        elif change < -SAME_WITHIN:
+            said.append(head + f": {-change:.0%} less. Past the cores the workers share them, and switching between "
+                        "them costs more than the gaps they fill.")
+        else:
+            said.append(head + ": about the same (within "
+                        f"{SAME_WITHIN:.0%}). Past the cores the workers share them: what one worker leaves idle "
+                        "while it waits, another fills, and nothing more.")
+    rate = {int(r.num_workers): float(r.img_per_s) for r in sweep.itertuples()}
+    if 0 in rate and 1 in rate:
+        one, none = rate[1], rate[0]
+        if one < none * (1 - SAME_WITHIN):
+            said.append(f"One worker reads {one:,.0f} img/s, below no workers' {none:,.0f}: with num_workers=0 the "
+                        "main process loads each batch itself; with one, another process does the same work and "
+                        "hands the batch over through shared memory while the main process waits. All that one "
+                        "worker overlaps here is the main process's copy of the batch before (no model runs), "
+                        "less than the hand-over costs: the gain starts when two or more load at once (in training, "
+                        "one worker also overlaps the step).")
+        elif one > none * (1 + SAME_WITHIN):
+            said.append(f"One worker reads {one:,.0f} img/s, above no workers' {none:,.0f}: the main process copies "
+                        "one batch to the device while the worker loads the next, which gains more than the "
+                        "hand-over between the two processes costs.")
+        else:
+            said.append(f"One worker reads {one:,.0f} img/s, about what no workers read ({none:,.0f}): the same work "
+                        "in another process, plus the hand-over.")
+    return " ".join(said)
 
 
 def host_to_device_gb_per_s(

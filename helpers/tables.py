@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_over", "not_a_number_figures", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -80,6 +80,29 @@ def times(v: float, digits: int = 3) -> str:
     ('1.83×', '23.9×', '1,237×')
     """
     return f"{sig(v, digits)}×"
+
+
+def times_over(rate: float, base: float, what: str = "the baseline") -> str:
+    """``rate`` over ``base`` as "N× ``what``", or, where either was not measured (NaN: a time box cut its run
+    short) or ``base`` is not above zero, words that say so: never "nan×" in a sentence.
+
+    >>> times_over(1200.0, 400.0), times_over(1200.0, float("nan"))
+    ('3.00× the baseline', 'no ratio to the baseline (a figure of it was not measured in this run)')
+    """
+    if not (math.isfinite(rate) and math.isfinite(base) and base > 0):
+        return f"no ratio to {what} (a figure of it was not measured in this run)"
+    return f"{times(rate / base)} {what}"
+
+
+#: A number that is not one (NaN, inf) printed with a unit, as a measured figure would be: "nan× the baseline",
+#: "inf%", "nan img/s". Each is a ratio or share of something a run did not measure, shown as if it had.
+_NOT_A_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:nan|inf)\s?(?:×|%|x\b|(?:img/s|ms|µs|s|GiB|GB/s|TFLOP/s)\b)", re.I)
+
+
+def not_a_number_figures(text: str) -> list[str]:
+    """Where ``text`` (a cell's printed output) shows NaN or inf with a unit: ``['nan×']`` for "= nan× the baseline".
+    The notebook runs refuse such a cell: say what was not measured instead (:func:`times_over`)."""
+    return list(dict.fromkeys(m.group(0) for m in _NOT_A_NUMBER.finditer(text)))
 
 
 def percent(p: float) -> str:

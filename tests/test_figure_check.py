@@ -259,6 +259,29 @@ def test_a_cell_that_prints_log_lines_on_stderr_fails_and_a_python_warning_passe
     assert conftest.stray_stderr([{"output_type": "stream", "name": "stdout", "text": usdt}]) == []
 
 
+def test_a_cell_that_prints_a_ratio_of_what_was_not_measured_fails_and_words_that_say_so_pass():
+    """02 printed "= nan× the baseline" when a time box cut the baseline's run short on a loaded 2-core CPU: the
+    notebook runs' hook now fails such a cell, and tables.times_over says what was not measured instead."""
+    import importlib.util
+    from pathlib import Path
+
+    from helpers import tables
+
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    def out(text, kind="stream"):
+        return [{"output_type": "stream", "name": "stdout", "text": text} if kind == "stream"
+                else {"output_type": "execute_result", "data": {"text/plain": text}}]
+
+    assert conftest.not_a_number_printed(out("the step alone: 4,000 img/s = nan× the baseline\n")) == ["nan×"]
+    assert conftest.not_a_number_printed(out("MFU inf%, rate nan img/s", "display")) == ["inf%", "nan img/s"]
+    said = "the step alone: 4,000 img/s = " + tables.times_over(4000.0, float("nan")) + "\n"
+    assert conftest.not_a_number_printed(out(said)) == [] and "not measured" in said
+    assert conftest.not_a_number_printed(out("a financial nanny in 3 s; 12.5× the baseline")) == []
+
+
 def test_the_profiler_writes_nothing_on_stderr_once_the_helpers_are_imported():
     import subprocess
     import sys
