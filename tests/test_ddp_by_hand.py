@@ -96,3 +96,44 @@ def test_known_wrong_answers_are_refused_with_what_they_did(tmp_path, wrong):
 def test_a_step_that_is_not_one_of_the_three_is_refused_with_the_three():
     with pytest.raises(ValueError, match="each, bucketed, overlapped"):
         nb05.check_sync("x.py", "ring")
+
+
+def _handed_out() -> str:
+    """The file 05's %%writefile cell hands out, as the learner first runs it."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "05_ddp.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if c.get("id") == "05-hand-2")
+    return "".join(cell["source"]).split("\n", 1)[1]  # without the %%writefile line
+
+
+def test_a_step_still_as_handed_out_is_not_done_without_starting_ranks(tmp_path, monkeypatch):
+    """05 at full scale spent 42 s starting gloo ranks three times to learn that the handed-out file raises
+    NotImplementedError: that is known from the file itself."""
+    from helpers.ddp import by_hand
+
+    def no_ranks(*a, **k):
+        raise AssertionError("ranks started for a step still as handed out")
+
+    path = tmp_path / "my_sync.py"
+    path.write_text(_handed_out())
+    monkeypatch.setattr(by_hand, "run", no_ranks)
+    for step in ("each", "bucketed", "overlapped"):
+        res = nb05.check_sync(path, step)
+        assert res.status == "not done" and by_hand.STEPS[step] in res.message and res.value.read_text() == SOLUTION
+
+
+@pytest.mark.parametrize("written", [
+    "def sync_each(model):\n    if model is None:\n        raise NotImplementedError\n    return None\n",
+    "def sync_each(model):\n    import torch.distributed as dist\n    raise NotImplementedError\n",
+    "sync_each = print\n",
+])
+def test_a_step_the_learner_has_touched_is_run_not_guessed(tmp_path, written):
+    path = tmp_path / "my_sync.py"
+    path.write_text(written)
+    assert not nb05._still_handed_out(path, "each")
+    path.write_text(_handed_out())
+    assert nb05._still_handed_out(path, "each") and nb05._still_handed_out(path, "overlapped")
+    path.write_text("def sync_each(model:\n")  # does not parse: the ranks say so
+    assert not nb05._still_handed_out(path, "each")

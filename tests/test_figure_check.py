@@ -45,6 +45,16 @@ def test_an_explicit_range_that_leaves_data_out_is_caught():
     assert "shows 10^0…10^2 but its data run 10^0…10^3" in figure_check.problems(fig)[0]
 
 
+def test_a_linear_range_that_misses_its_data_by_a_rounding_passes_and_by_a_pixel_fails():
+    """05's stream timeline (two H200s, 2026-11-27): its range ended at 61.7745849609 ms, computed from float32
+    timestamps, and its last bar at 61.7745851562: the same end to a millionth, refused as 'widen the range'."""
+    bars = go.Figure(go.Bar(x=[2.0, 3.7745851562], base=[0.0, 58.0], y=["a", "b"], orientation="h"))
+    bars.update_xaxes(range=[0, 61.7745849609375])
+    assert figure_check.problems(bars) == []
+    bars.update_xaxes(range=[0, 61.5])  # a quarter of a millisecond short: the last bar's end is cut
+    assert "shows 0…61.5 but its data run 0…61.7746" in figure_check.problems(bars)[0]
+
+
 def test_a_log_axis_with_plotlys_bare_digit_ticks_is_caught_and_readable_ticks_fix_it():
     """03's attention chart, 04's largest batch, 06's serving chart: over a few decades plotly labels the ticks
     between powers of ten with a bare digit, and a reader saw "10, 2, 5, 100, 2, 5". The check names the axis;
