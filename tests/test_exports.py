@@ -53,3 +53,36 @@ def test_the_committed_exports_carry_no_machine_paths_prompts_or_heading_links()
         assert "¶" not in text and 'class="prompt' not in text, f"{page.name}: run make export-html"
         leaked = re.findall(r"(?<![\w.~:/])/(?:home|root|work|tmp|opt|Users)/[^\s<\"']*", text)
         assert not leaked, f"{page.name} carries the machine's paths: {leaked[:3]}"
+
+
+def _export_code_cells(page: str) -> dict[str, str]:
+    """Each code cell of an export by its cell id: the source as the page shows it, tags taken off."""
+    import html as html_lib
+
+    cells = {}
+    for m in re.finditer(r'<div class="cell border-box-sizing code_cell[^"]*" id="cell-id=([^"]+)">(.*?)</pre>',
+                         page, flags=re.S):
+        code = m.group(2).split("<pre>", 1)[-1]
+        cells[m.group(1)] = html_lib.unescape(re.sub(r"<[^>]+>", "", code))
+    return cells
+
+
+def _lines(source: str) -> list[str]:
+    return [line.rstrip() for line in source.strip("\n").splitlines()]
+
+
+def test_every_export_shows_the_code_its_notebook_holds_now():
+    """02's export showed two code cells that differed from the notebook: an instructor presenting it showed code
+    the learner does not have. Every code cell of each export equals its notebook's, cell by cell."""
+    import json
+
+    for nb_path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        page = (ROOT / "exports" / f"{nb_path.stem}.html").read_text(encoding="utf-8")
+        shown = _export_code_cells(page)
+        want = {c["id"]: "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"}
+        assert list(shown) == list(want), (f"{nb_path.stem}: the export's code cells are not the notebook's "
+                                           f"(run the notebook at full scale, then make export-html)")
+        stale = [cid for cid, src in want.items() if _lines(shown[cid]) != _lines(src)]
+        assert not stale, (f"{nb_path.stem}.html shows other code than the notebook in cells {stale}: run the "
+                           "notebook at full scale, then make export-html")
