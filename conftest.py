@@ -164,11 +164,14 @@ def pytest_sessionfinish(session):
         return
     import nbformat
 
+    from helpers import env
+
     out = Path(_KEEP)
     out.mkdir(parents=True, exist_ok=True)
     for key, nb in _notebooks.items():
+        # the day it ran, kept with it: its export says that date, not the day a later run rewrote the results file
+        nb.metadata.setdefault("gpu_perf_lab", {})["executed"] = env.today()
         nbformat.write(nb, out / Path(key).name)
-    from helpers import env
 
     # The CPU's kernels decide a smoke run's times (AVX2 only emulates bf16): the record says which it had.
     record = {"scale": env.scale(), "cpu_capability": env.cpu_capability(), "notebooks": timings()}

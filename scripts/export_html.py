@@ -98,6 +98,29 @@ def static_outputs(nb: dict) -> int:
     return drawn
 
 
+def current_prose(nb: dict, source: Path) -> bool:
+    """Give the executed ``nb`` the markdown of the notebook in the repository (``source``) when their code cells are
+    the same, cell by cell: prose edited after the run is what a learner reads now, and the numbers it stands beside
+    come from code that has not changed. Returns whether it did; with other code, the run's own prose stays."""
+    if not source.exists():
+        return False
+    now = json.loads(source.read_text(encoding="utf-8"))
+
+    def code(book):
+        return [(c.get("id"), "".join(c["source"]).strip()) for c in book["cells"] if c["cell_type"] == "code"]
+
+    if code(now) != code(nb):
+        return False
+    prose = {c.get("id"): c["source"] for c in now["cells"] if c["cell_type"] == "markdown"}
+    ran = [c.get("id") for c in nb["cells"] if c["cell_type"] == "markdown"]
+    if sorted(map(str, ran)) != sorted(map(str, prose)):
+        return False
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = prose[cell.get("id")]
+    return True
+
+
 def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
@@ -107,7 +130,10 @@ def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     if device is None:
         raise SystemExit(f"{path.name}: no environment report with a GPU in its outputs: export a full-scale run "
                          "(scripts/gpu_test.py keeps them in build/executed/).")
-    date = results_date(device, results_dir) or "date unknown"
+    # the day the notebook ran (the notebook runs stamp it); an older run without the stamp: its results file's date
+    date = nb.get("metadata", {}).get("gpu_perf_lab", {}).get("executed") or results_date(device, results_dir) \
+        or "date unknown"
+    current_prose(nb, ROOT / "notebooks" / path.name)
     figures = static_outputs(nb)
     body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.reads(json.dumps(nb), as_version=4))
     body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already

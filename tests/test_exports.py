@@ -86,3 +86,25 @@ def test_every_export_shows_the_code_its_notebook_holds_now():
         stale = [cid for cid, src in want.items() if _lines(shown[cid]) != _lines(src)]
         assert not stale, (f"{nb_path.stem}.html shows other code than the notebook in cells {stale}: run the "
                            "notebook at full scale, then make export-html")
+
+
+def test_an_export_takes_the_notebooks_prose_of_now_only_where_its_code_is_the_runs(tmp_path):
+    """Prose fixed after a full-scale run reached the exports only with the next run: an instructor showed the old
+    sentence beside the numbers. The export takes the repository's markdown when the code cells are the run's."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("export_html", ROOT / "scripts" / "export_html.py")
+    export_html = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_html)
+
+    def book(prose, code):
+        return {"cells": [{"cell_type": "markdown", "id": "m", "source": prose, "metadata": {}},
+                          {"cell_type": "code", "id": "c", "source": code, "metadata": {}, "outputs": []}]}
+
+    source = tmp_path / "00_x.ipynb"
+    source.write_text(json.dumps(book("Past the cores the sweep says which.", "print(1)\n")))
+    ran = book("Past them, workers only take turns.", "print(1)")
+    assert export_html.current_prose(ran, source) and ran["cells"][0]["source"] == "Past the cores the sweep says which."
+    other = book("Past them, workers only take turns.", "print(2)")  # the code changed since the run: its prose stays
+    assert not export_html.current_prose(other, source) and other["cells"][0]["source"].startswith("Past them")
