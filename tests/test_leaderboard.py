@@ -92,6 +92,22 @@ def test_sealed_entries_are_written_whole_and_ranked_per_device(tmp_path):
     assert lb.entries(path=db, kind="to_target").empty and lb.tables(path=db, kind="to_target") == {}
 
 
+def test_a_cpus_ladder_rows_show_no_mfu_and_say_why(tmp_path):
+    """A CPU's leaderboard showed MFU 19.2% beside the note that MFU means nothing on a CPU: the entry keeps the
+    figure it was sealed with, and the table shows a dash with the reason."""
+    from helpers.tables import readable
+
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "on a cpu", _figures(1000.0), header={"device": "cpu"}), path=db)
+    t = lb.table("cpu", path=db)
+    assert pd.isna(t.loc[1, "mfu_pct"]) and "not meaningful on a CPU" in t.attrs["missing"]["mfu_pct"]
+    assert lb.entries(path=db, device="cpu")["mfu_pct"].iloc[0] == pytest.approx(100 * 1000 / CEILING)
+    assert any("not meaningful on a CPU" in n for n in readable(t).notes)
+    gpu = tmp_path / "gpu.sqlite"
+    lb.add(_sealed(gpu, "on a gpu", _figures(1000.0)), path=gpu)
+    assert lb.table("NVIDIA H100 80GB HBM3", path=gpu).loc[1, "mfu_pct"] == pytest.approx(100 * 1000 / CEILING)
+
+
 def test_the_key_is_made_once_beside_the_database_private_and_ignored_by_git(tmp_path):
     db = tmp_path / "lb.sqlite"
     _sealed(db)

@@ -374,6 +374,10 @@ def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
     out.insert(list(out.columns).index("peak_mem_gb"), "peak_mem_gib", gib)
     out = out.drop(columns="peak_mem_gb")
     out.attrs["missing"] = {("peak_mem_gib" if k == "peak_mem_gb" else k): v for k, v in WHY_MISSING.items()}
+    on_cpu = (df["device"] == "cpu").to_numpy()
+    if on_cpu.any():  # kept in the entry (its seal covers it), not shown: a CPU's ceiling bounds nothing
+        out["mfu_pct"] = pd.to_numeric(out["mfu_pct"], errors="coerce").where(~on_cpu)
+        out.attrs["missing"]["mfu_pct"] = WHY_MISSING_TO_TARGET["mfu_pct"]
     return out
 
 
