@@ -16,6 +16,8 @@ and spread::
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import statistics
 import time
 from typing import Callable
@@ -26,6 +28,9 @@ from torch import nn
 from . import env, timebox
 
 __all__ = [
+    "DatasheetPeak",
+    "DATASHEET_PEAKS",
+    "datasheet_peak",
     "Measurement",
     "time_it",
     "Ceilings",
@@ -145,6 +150,18 @@ class Ceilings:
     # it does. On a CPU it is a small fp32 matmul measured in a moment, and training passes it (oneDNN's kernels,
     # caches and clocks): 06's smoke runs printed MFU 142% and speed-ups above their bound. See NOT_A_BOUND.
     bounds: bool = True
+    # The maker's data sheet for this GPU (dense tensor-core peak, no sparsity; None where the course knows none):
+    # MFU as the PaLM paper defines it divides by this, not by what this device measured (datasheet_peak says how).
+    datasheet_tflops: float | None = None
+    datasheet_gpu: str | None = None
+
+    def datasheet_mfu_pct(self, mfu_pct: float | None) -> float | None:
+        """An MFU against the measured ceiling (in %) as a share of the data sheet's peak instead: lower wherever
+        the measured matrix product falls short of the data sheet (it always does). None without a data sheet
+        figure, or where the ceiling bounds nothing (a CPU)."""
+        if mfu_pct is None or not self.bounds or not self.datasheet_tflops or math.isnan(mfu_pct):
+            return None
+        return mfu_pct * self.matmul_tflops / self.datasheet_tflops
 
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
@@ -154,6 +171,45 @@ class Ceilings:
     def matmul_rate(self) -> str:
         """The matmul ceiling in the unit that reads: ``"989 TFLOP/s"`` on a GPU, ``"352 GFLOP/s"`` on a CPU."""
         return flops_rate(self.matmul_tflops)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasheetPeak:
+    """A GPU's dense tensor-core peak as its maker's data sheet states it (without sparsity): a published figure,
+    not a measurement, and the denominator of MFU in the PaLM paper's definition."""
+
+    gpu: str
+    tflops: float
+    dtype: str
+
+
+#: (what the device's name contains, its data sheet's dense peak), first match first. Only GPUs whose name says
+#: which variant they are: an "H100 NVL" or a board the table does not name gets no figure, not a neighbour's.
+DATASHEET_PEAKS: tuple[tuple[str, DatasheetPeak], ...] = (
+    ("H100 80GB HBM3", DatasheetPeak("NVIDIA H100 SXM", 989.4, "bf16")),
+    ("H100 PCIe", DatasheetPeak("NVIDIA H100 PCIe", 756.0, "bf16")),
+    ("H200", DatasheetPeak("NVIDIA H200", 989.4, "bf16")),
+    ("A100", DatasheetPeak("NVIDIA A100", 312.0, "bf16")),
+    ("L40S", DatasheetPeak("NVIDIA L40S", 362.05, "bf16")),
+    ("NVIDIA L4", DatasheetPeak("NVIDIA L4", 121.0, "bf16")),
+    ("Tesla T4", DatasheetPeak("NVIDIA T4", 65.0, "fp16")),
+)
+
+
+def datasheet_peak(device_name: str | None) -> DatasheetPeak | None:
+    """The data sheet's dense tensor-core peak for ``device_name`` (as CUDA names it), or, under a learner-machine
+    profile, for the GPU the profile stands for; None where the course knows no figure (say so beside MFU).
+
+        datasheet_peak("NVIDIA H100 80GB HBM3")     # DatasheetPeak('NVIDIA H100 SXM', 989.4, 'bf16')
+    """
+    profile = env.profile()
+    if profile is not None and profile.stands_for is not None:
+        pub = profile.stands_for
+        return DatasheetPeak(pub.name, pub.tensor_tflops, pub.tensor_dtype)
+    if device_name is None or "NVL" in device_name:  # the NVL boards run at other clocks than their namesakes
+        return None
+    return next((peak for key, peak in DATASHEET_PEAKS  # whole words: "NVIDIA L4" is not the start of "L40"
+                 if re.search(rf"(?<!\w){re.escape(key)}(?!\w)", device_name)), None)
 
 
 #: What a notebook prints instead of MFU or a speed-up's bound where the ceiling does not bound (``Ceilings.bounds``).
@@ -198,7 +254,9 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
     """bf16 matmul TFLOP/s (fp16 on a GPU without bf16) and copy GB/s on a GPU (8192² and 2 GiB); small fp32
     stand-ins on a CPU."""
     dev = _device_of(device)
+    sheet = None
     if dev.type == "cuda":
+        sheet = datasheet_peak(torch.cuda.get_device_name(dev))
         name = env.device_label(torch.cuda.get_device_name(dev))
         # bf16 where the GPU computes it; fp16 on one without (a T4): the ceiling of the precision the course runs
         n, dtype, nbytes = 8192, env.autocast_dtype(torch.bfloat16, dev), 2 * 2**30
@@ -217,6 +275,8 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
         copy_gb_per_s=gbs,
         copy_bytes=nbytes,
         bounds=dev.type == "cuda",
+        datasheet_tflops=sheet.tflops if sheet else None,
+        datasheet_gpu=sheet.gpu if sheet else None,
     )
 
 

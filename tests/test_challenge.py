@@ -379,6 +379,24 @@ def test_climb_says_a_rung_this_size_leaves_out_instead_of_running_it(session, b
     assert "+ batch size: left out here (the batch stays 16: too few steps for a larger batch)" in capsys.readouterr().out
 
 
+def test_mfu_is_shown_over_the_data_sheets_peak_beside_the_measured_ceiling(session):
+    """MFU read 27.8% against the measured ceiling while the notebook cited PaLM's definition (the data sheet's
+    dense peak), by which it was about 22.7%: every verdict now carries both, and its table and text show both."""
+    sheet = dataclasses.replace(session.ceilings, bounds=True, matmul_tflops=1e-3, datasheet_tflops=2e-3,
+                                datasheet_gpu="NVIDIA Example")
+    gpu_like = dataclasses.replace(session, ceilings=sheet)
+    base = judge(Submission("baseline", FAST), gpu_like)
+    assert base.datasheet_mfu_pct == pytest.approx(base.mfu_pct / 2)
+    assert f"({tables.percent(base.datasheet_mfu_pct)}% of the NVIDIA Example data sheet's peak)" in str(base)
+    shown = harness_readable_table([base]).shown
+    assert shown.loc["baseline", "MFU of data sheet %"] == tables.percent(base.datasheet_mfu_pct)
+    unknown = judge(Submission("no sheet", FAST), dataclasses.replace(session, ceilings=dataclasses.replace(
+        sheet, datasheet_tflops=None, datasheet_gpu=None)))
+    table = harness_readable_table([unknown])
+    assert unknown.datasheet_mfu_pct is None and table.shown.loc["no sheet", "MFU of data sheet %"] == "—"
+    assert any("knows no data sheet figure for this GPU" in n for n in table.notes)
+
+
 def test_on_a_cpu_mfu_and_the_bound_are_not_printed_as_bounds_and_the_leaderboard_follows(session, tmp_path):
     """06's smoke runs printed "MFU 142%" and "2.48× the baseline (at most 1.75× here)": a CPU's ceiling bounds
     nothing. Where it does not (bench.Ceilings.bounds), neither is printed as one, and the leaderboard's range check
@@ -391,7 +409,7 @@ def test_on_a_cpu_mfu_and_the_bound_are_not_printed_as_bounds_and_the_leaderboar
     text = str(run)
     assert "MFU not meaningful on a CPU" in text and "at most" not in text
     table = harness_readable_table([base, run])
-    assert set(table.shown["MFU %"]) == {"—"} and any("MFU: not meaningful on this CPU" in n for n in table.notes)
+    assert set(table.shown["MFU %"]) == {"—"} and any("data sheet): not meaningful on this CPU" in n for n in table.notes)
     path = tmp_path / "board.sqlite"
     added = leaderboard.add(run.entry(path=path), path=path)  # an honest CPU run is not refused for MFU > 100%
     assert added.written

@@ -116,6 +116,10 @@ class Verdict:
     profile: profiling.ProfileResult | None = dataclasses.field(repr=False, default=None)
     stopped: str = ""  # where a run that did not go through stopped ("before training", ...); "" when it did
     bounded: bool = True  # the session's ceiling bounds runs (a GPU): MFU and the speed-up's bound mean something
+    # MFU over the data sheet's dense peak (PaLM's definition) instead of the measured ceiling; None where the course
+    # knows no data sheet figure for this GPU, or on a CPU (bench.Ceilings.datasheet_mfu_pct)
+    datasheet_mfu_pct: float | None = None
+    datasheet_gpu: str | None = None
     # names judge's own record of this verdict (_RECORDED): what entry() ranks and a later run's baseline is read from
     token: str = dataclasses.field(default="", repr=False, compare=False)
 
@@ -161,7 +165,7 @@ class Verdict:
     def row(self) -> dict[str, object]:
         """A flat dict for the comparison table (full precision; :func:`readable_table` formats it for reading)."""
         return {"run": self.name, "img_per_s": self.img_per_s, "speedup": self.speedup, "mfu_pct": self.mfu_pct,
-                "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb, "nvml_util_pct": self.nvml_util_pct,
+                "datasheet_mfu_pct": self.datasheet_mfu_pct, "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb, "nvml_util_pct": self.nvml_util_pct,
                 "gpm_sm_pct": self.gpm_sm_pct, "step_ms": self.step_ms, "batch": self.config.batch_size,
                 "precision": self.precision, "passed": not self.refused}
 
@@ -177,6 +181,8 @@ class Verdict:
         bound = f" (at most {tables.times(self.speedup_bound)} here)" if self.speedup_bound is not None else ""
         speed = "the baseline" if self.speedup is None else f"{tables.times(self.speedup)} the baseline{bound}"
         mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
+        if self.bounded and self.datasheet_mfu_pct is not None:
+            mfu += f" ({tables.percent(self.datasheet_mfu_pct)}% of the {self.datasheet_gpu} data sheet's peak)"
         mem = "—" if self.peak_mem_gib is None else f"{self.peak_mem_gib:.1f} GiB"
         head = (f"{self.name}: {self.img_per_s:,.0f} img/s, {speed}, {mfu}, held-out accuracy "
                 f"{self.accuracy:.1%}, peak memory {mem}, NVML {pct(self.nvml_util_pct)}, "
@@ -481,6 +487,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         baseline_img_per_s=(baseline or result).img_per_s,
         step_ms=result.step_ms_median, precision=result.precision, train=result, monitor=record, steady=steady,
         wall_s=time.perf_counter() - t_start, profile=prof, stopped=stop or "", bounded=session.ceilings.bounds,
+        datasheet_mfu_pct=session.ceilings.datasheet_mfu_pct(mfu), datasheet_gpu=session.ceilings.datasheet_gpu,
     )
 
 
@@ -524,6 +531,9 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             # one rounding of MFU everywhere (tables.percent: 0.86, 30.9): the report's chart and text agree with it
             "MFU %": (tables.MISSING if v.mfu_pct is None or math.isnan(v.mfu_pct) else tables.percent(v.mfu_pct))
                      if v.bounded else tables.MISSING,
+            # the same FLOP/s over the data sheet's peak: the figure papers (PaLM) report, beside the measured one
+            "MFU of data sheet %": (tables.MISSING if v.datasheet_mfu_pct is None or math.isnan(v.datasheet_mfu_pct)
+                                    else tables.percent(v.datasheet_mfu_pct)),
             "held-out accuracy %": num(100 * v.accuracy, ".1f"),
             "peak memory GiB": num(v.peak_mem_gib, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
@@ -546,7 +556,9 @@ def table_notes(verdicts: list[Verdict]) -> str:
                      "not reach was not measured")
     verdicts = [v for v in verdicts if v.train is not None]  # the rest: the note above
     if any(not v.bounded for v in verdicts):
-        notes.append(f"MFU: {bench.NOT_A_BOUND}")
+        notes.append(f"MFU (of the ceiling and of the data sheet): {bench.NOT_A_BOUND}")
+    if any(v.bounded and v.datasheet_mfu_pct is None and not math.isnan(v.mfu_pct) for v in verdicts):
+        notes.append("MFU of data sheet: the course knows no data sheet figure for this GPU")
     if any(v.peak_mem_gb is None for v in verdicts):
         notes.append("peak memory: no GPU allocator on a CPU")
     if any(v.nvml_util_pct is None for v in verdicts):

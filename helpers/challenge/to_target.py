@@ -115,6 +115,9 @@ class TrainingVerdict:
     monitor: MonitorRecord = dataclasses.field(repr=False)
     stopped: str = ""  # where a run that did not finish stopped; "" when it did
     bounded: bool = True  # MFU means something (a GPU)
+    # MFU over the data sheet's dense peak (PaLM's definition); None without a data sheet figure or on a CPU
+    datasheet_mfu_pct: float | None = None
+    datasheet_gpu: str | None = None
     # names judge_training's own record of this verdict (_RECORDED): what entry() ranks
     token: str = dataclasses.field(default="", repr=False, compare=False)
 
@@ -188,13 +191,15 @@ class TrainingVerdict:
         """A flat dict (full precision) for a table."""
         return {"run": self.name, "time_to_target_s": self.time_to_target_s, "train_s": self.train_s,
                 "accuracy": self.accuracy, "images": self.images, "img_per_s": self.img_per_s,
-                "mfu_pct": self.mfu_pct if self.bounded else None, "peak_mem_gib": self.peak_mem_gib,
-                "reached": self.reached}
+                "mfu_pct": self.mfu_pct if self.bounded else None, "datasheet_mfu_pct": self.datasheet_mfu_pct,
+                "peak_mem_gib": self.peak_mem_gib, "reached": self.reached}
 
     def __str__(self) -> str:
         if self.stopped:
             return f"{self.name}: refused {self.stopped}: " + "; ".join(self.reasons)
         mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
+        if self.bounded and self.datasheet_mfu_pct is not None:
+            mfu += f"; {tables.percent(self.datasheet_mfu_pct)}% of the {self.datasheet_gpu} data sheet's peak"
         figures = (f"{self.images:,} images in {self.train_s:.3g} s ({self.img_per_s:,.0f} img/s, {mfu}), held-out "
                    f"accuracy {self.accuracy:.1%} against the target {self.target:.1%}")
         if self.reached:
@@ -543,7 +548,9 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         img_per_s=img_per_s, mfu_pct=mfu, peak_mem_gib=peak,
         nvml_util_pct=steady.mean_util_pct if on_gpu else None,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
-        rehearsal_s=rehearsal_s, monitor=record, bounded=bounded)
+        rehearsal_s=rehearsal_s, monitor=record, bounded=bounded,
+        datasheet_mfu_pct=session.ceilings.datasheet_mfu_pct(mfu) if bounded else None,
+        datasheet_gpu=session.ceilings.datasheet_gpu)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -667,6 +674,8 @@ def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
             "images": num(v.images if v.images else math.nan, ","),
             "img/s": num(v.img_per_s, ",.0f"),
             "MFU %": tables.percent(v.mfu_pct) if v.bounded and not math.isnan(v.mfu_pct) else tables.MISSING,
+            "MFU of data sheet %": (tables.percent(v.datasheet_mfu_pct) if v.datasheet_mfu_pct is not None
+                                    and not math.isnan(v.datasheet_mfu_pct) else tables.MISSING),
             "peak memory GiB": num(v.peak_mem_gib, ".2f"),
             "rules": "passed" if v.reached else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items() if not ok),
         })
@@ -674,7 +683,9 @@ def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
     if any(not v.reached for v in verdicts):
         notes.append("time to target: only a run that reached the target has one")
     if any(not v.bounded for v in verdicts):
-        notes.append("MFU: the measured ceiling on a CPU bounds nothing")
+        notes.append("MFU (of the ceiling and of the data sheet): the measured ceiling on a CPU bounds nothing")
+    if any(v.bounded and v.datasheet_mfu_pct is None and v.reached for v in verdicts):
+        notes.append("MFU of data sheet: the course knows no data sheet figure for this GPU")
     if any(v.peak_mem_gib is None for v in verdicts):
         notes.append("peak memory: no GPU allocator here")
     data = pd.DataFrame([v.row() for v in verdicts]).set_index("run")
