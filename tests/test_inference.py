@@ -37,7 +37,7 @@ def test_a_sweep_on_a_cpu_measures_what_can_run_and_says_why_the_rest_cannot(swe
     if not bf16:
         assert "it would run as eager fp32" in sweep.skipped["eager bf16"]
     for p in sweep.points:
-        assert p.samples == 100 and 0 < p.p50_ms <= p.p99_ms and p.img_per_s == pytest.approx(p.batch / p.mean_ms * 1e3)
+        assert 100 <= p.samples <= 1000 and 0 < p.p50_ms <= p.p99_ms and p.img_per_s == pytest.approx(p.batch / p.mean_ms * 1e3)
         assert p.correct, p  # every variant computes what eager fp32 does, within its precision
     assert not sweep.wrong
     assert sweep.of("eager fp32")[0].max_rel_err == 0.0  # the reference itself
@@ -56,7 +56,23 @@ def test_meeting_a_target_picks_the_largest_batch_within_it():
     with pytest.raises(KeyError, match="no variant 'x'"):
         s.of("x")
     assert not dataclasses.replace(pts[0], precision="bf16", max_rel_err=0.2).correct
-    assert list(s.readable().shown.columns) == ["variant", "batch", "p50 ms", "p99 ms", "img/s", "error vs fp32 %"]
+    shown = s.readable()
+    assert list(shown.shown.columns) == ["variant", "batch", "p50 ms", "p99 ms", "calls", "img/s", "error vs fp32 %"]
+    assert any("at least 100" in n and "slowest hundredth" in n for n in shown.notes)
+
+
+def test_short_calls_are_timed_more_often_than_the_minimum_and_never_fewer():
+    """A p99 of 200 calls rests on the two slowest: where calls are short, a point keeps calling within its spare
+    time (up to ten times the minimum), so the p99 rests on more."""
+    from helpers.inference import MOST_SAMPLES, _time_calls
+
+    cpu = torch.device("cpu")
+    def call():
+        return torch.zeros(1)
+
+    assert len(_time_calls(call, cpu, samples=100, warmup=1, more_within_s=0.0)) == 100
+    many = _time_calls(call, cpu, samples=100, warmup=1, more_within_s=5.0)
+    assert len(many) == MOST_SAMPLES * 100  # a trivial call fills the whole allowance long before 5 s
 
 
 def test_bad_arguments_say_what_to_change():
