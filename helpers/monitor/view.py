@@ -242,6 +242,9 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
 
     fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.16,
                         column_titles=[str(label) for label in labels])
+    # one throughput window for both runs, the shorter run's: a legend naming a 1 s and a 0.46 s window compared
+    # two curves smoothed differently
+    window = min(whole_run_window_s(before.steps), whole_run_window_s(after.steps))
     for col, rec in enumerate((before, after), start=1):
         key = "util_pct" if rec.source == "nvml" else "cpu_pct"
         dev = rec.devices[0] if rec.devices else None
@@ -252,9 +255,8 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines",
                                          showlegend=name not in {t.name for t in fig.data}, line=dict(color=color)),
                               row=1, col=col)
-        window = whole_run_window_s(rec.steps)
         xs, ys = rolling_img_per_s(rec.steps, window)
-        name = throughput_name(window)  # the two runs' windows differ where one is short: each says its own
+        name = throughput_name(window)
         fig.add_trace(go.Scatter(x=xs, y=ys, name=name, legendgroup=name, mode="lines+markers",
                                  marker=dict(size=3), showlegend=name not in {t.name for t in fig.data},
                                  line=dict(color="#000000")), row=2, col=col)
