@@ -37,6 +37,8 @@ __all__ = [
     "matmul_tflops",
     "copy_gb_per_s",
     "measure_ceilings",
+    "session_ceilings",
+    "SESSION_HOURS",
     "beside_published",
     "flops_per_image",
     "mfu",
@@ -154,6 +156,23 @@ class Ceilings:
     # MFU as the PaLM paper defines it divides by this, not by what this device measured (datasheet_peak says how).
     datasheet_tflops: float | None = None
     datasheet_gpu: str | None = None
+    # When it was measured (UTC, ISO 8601), and whether this notebook took it from the session's earlier measurement
+    # (session_ceilings) rather than measuring it itself: every notebook of a session divides by the same figures.
+    measured_at: str | None = None
+    reused: bool = False
+
+    @property
+    def provenance(self) -> str:
+        """Where these figures come from, in words: ``"measured now"``, or ``"measured at 04:12 UTC today and
+        reused: every notebook of this session divides by the same ceilings"``."""
+        if not self.reused or not self.measured_at:
+            return "measured now"
+        import datetime as dt
+
+        when = dt.datetime.fromisoformat(self.measured_at)
+        day = "today" if when.date() == dt.datetime.now(dt.timezone.utc).date() else when.strftime("%Y-%m-%d")
+        return (f"measured at {when:%H:%M} UTC {day} and reused: every notebook of this session divides by the "
+                "same ceilings")
 
     def datasheet_mfu_pct(self, mfu_pct: float | None) -> float | None:
         """An MFU against the measured ceiling (in %) as a share of the data sheet's peak instead: lower wherever
@@ -277,7 +296,85 @@ def measure_ceilings(device: torch.device | str | None = None) -> Ceilings:
         bounds=dev.type == "cuda",
         datasheet_tflops=sheet.tflops if sheet else None,
         datasheet_gpu=sheet.gpu if sheet else None,
+        measured_at=_utc_now(),
     )
+
+
+#: How long a session's ceilings are reused on one machine (and never past a reboot): a day's course, not a week's.
+SESSION_HOURS = 12.0
+
+
+def _utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _machine_identity(dev: torch.device) -> dict[str, str]:
+    """What must match for ceilings measured earlier to be this machine's now: the same boot, the same device (a
+    GPU's UUID; a CPU's kernels and usable cores), the same PyTorch, the same learner-machine profile."""
+    import pathlib
+
+    try:
+        boot = pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:  # not Linux: the age limit alone bounds the reuse
+        boot = "unknown"
+    p = env.profile()
+    ident = {"boot": boot, "torch": torch.__version__, "profile": p.name if p is not None else "none"}
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        ident["device"] = f"{props.name} {getattr(props, 'uuid', '')}"
+    else:
+        ident["device"] = f"cpu {torch.backends.cpu.get_cpu_capability()} {env.usable_cpus()} cores"
+    return ident
+
+
+def _session_file(ident: dict[str, str]) -> "pathlib.Path":  # noqa: F821
+    import hashlib
+
+    from . import results
+
+    key = hashlib.sha1(repr(sorted(ident.items())).encode()).hexdigest()[:16]
+    return results.results_dir() / "local" / "ceilings" / f"{key}.json"
+
+
+def session_ceilings(device: torch.device | str | None = None, *, fresh: bool = False) -> Ceilings:
+    """This machine's ceilings, measured once a session and reused by every notebook after, so that MFU and every
+    share of a roof divide by the same figures all day (measured again, each notebook read its own: 784, 785 and
+    807 TFLOP/s in one run of 00, 03 and 06 on one H100).
+
+        ceil = session_ceilings(fresh=True)   # 00_setup: measure now, and keep it for the session
+        ceil = session_ceilings()             # every later notebook: the session's, or measured now if none
+        print(ceil.provenance)                # "measured at 04:12 UTC today and reused: ..."
+
+    Kept in ``results/local/ceilings/`` (ignored by git) for :data:`SESSION_HOURS` hours, and only while the machine
+    is the one that measured them: the same boot, device, PyTorch and learner-machine profile. A file that cannot
+    be read is measured over, never trusted."""
+    import datetime as dt
+    import json
+    import os
+
+    dev = _device_of(device)
+    ident = _machine_identity(dev)
+    path = _session_file(ident)
+    if not fresh:
+        try:
+            saved = json.loads(path.read_text())
+            ceil = Ceilings(**saved["ceilings"])
+            age_h = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(ceil.measured_at)).total_seconds() / 3600
+            if saved.get("identity") == ident and 0 <= age_h < SESSION_HOURS:
+                return dataclasses.replace(ceil, reused=True)
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # none yet, another machine's, or unreadable: measure
+    ceil = measure_ceilings(dev)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # whole or not at all: notebooks may run side by side
+        tmp.write_text(json.dumps({"identity": ident, "ceilings": dataclasses.asdict(ceil)}, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only checkout: each notebook measures its own, as before
+    return ceil
 
 
 def beside_published(ceilings: Ceilings) -> "pandas.DataFrame | None":  # noqa: F821

@@ -18,6 +18,7 @@ so CI and laptops never overwrite the measured figures.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tempfile
@@ -38,6 +39,8 @@ __all__ = [
     "figures_table",
     "figure_unit",
     "shown",
+    "SAME_QUANTITY",
+    "disagreeing",
 ]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -268,3 +271,31 @@ def figures_table(path: Path | str | None = None, *,
     df.attrs["formats"] = {"value": lambda row: figure_unit(row["figure"])[1]}
     df.attrs["missing"] = {"value": "not measured on this machine (the notebook that records it said why when it ran)"}
     return df
+
+
+#: Figures two notebooks record of one quantity: within one session on one machine they must be the same number
+#: (each notebook reads the session's ceilings, bench.session_ceilings). Measured again in each notebook, the bf16
+#: ceiling once read three ways in one run.
+SAME_QUANTITY: tuple[tuple[str, str], ...] = (
+    ("ceiling_bf16_tflops", "final_ceiling_tflops"),
+    ("ceiling_fp16_tflops", "final_ceiling_tflops"),
+    ("ceiling_cpu_fp32_tflops", "final_ceiling_tflops"),
+)
+
+
+def disagreeing(figures: dict[str, float], recorded_now: set[str] | None = None, *, rel_tol: float = 1e-9) -> list[str]:
+    """Pairs of :data:`SAME_QUANTITY` that disagree in ``figures``, as sentences; only pairs whose two figures were
+    both recorded in the session being checked (``recorded_now``; every figure when None), for two sessions may
+    measure two ceilings. ``scripts/gpu_test.py`` fails a run that leaves one::
+
+        disagreeing({"ceiling_bf16_tflops": 784.0, "final_ceiling_tflops": 807.0})
+        # ['ceiling_bf16_tflops is 784 but final_ceiling_tflops is 807: one quantity, two figures in one session']
+    """
+    out = []
+    for a, b in SAME_QUANTITY:
+        if a not in figures or b not in figures or (recorded_now is not None and not {a, b} <= recorded_now):
+            continue
+        x, y = float(figures[a]), float(figures[b])
+        if not math.isclose(x, y, rel_tol=rel_tol):
+            out.append(f"{a} is {x:,.4g} but {b} is {y:,.4g}: one quantity, two figures in one session")
+    return out

@@ -17,6 +17,11 @@ How a column reads follows from its name, as the course names things (``img_per_
   explained reads "not measured in this run", and the notebook runs flag it (:func:`unreadable_cells`).
 - ``attrs["formats"] = {column: kind}``: a kind of :data:`KINDS`, where the name does not say it; or a
   function of the row that returns one (a column of mixed figures, each read as its own name says).
+- ``attrs["above_roof"] = {column: why}`` (or one reason for every column): why a share of a measured roof
+  (``share of roof``, ``% of roof``, ``share of copy bandwidth``, ``MFU %``) may pass 100% in this table (a CPU's
+  stand-in ceilings; bytes the L2 cache served). A share above 100% nobody explained gets a note saying so, and
+  the notebook runs flag it (:func:`unreadable_cells`): a figure past its roof is a wrong roof or a wrong count
+  until a reason says otherwise.
 - ``attrs["spread"] = column``: a column of relative spreads in %; the row's numbers get the significant
   figures that spread supports (:func:`digits_for_spread`); ``attrs["spread_of"] = [columns]``: only those
   (the timed figures, not a compile time measured once beside them).
@@ -35,7 +40,7 @@ import re
 from typing import Any, Callable, Mapping, Union
 
 __all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_over", "not_a_number_figures", "percent", "digits_for_spread", "column_kind",
-           "unreadable_cells", "NOT_EXPLAINED"]
+           "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
 MISSING = "—"
@@ -43,6 +48,11 @@ MISSING = "—"
 Kind = Union[str, Callable[[Any], str]]
 #: The note of a missing value whose table did not say why (the notebook runs refuse to show it).
 NOT_EXPLAINED = "not measured in this run"
+#: The note of a share above 100% of a roof whose table did not say why (the notebook runs refuse to show it).
+ABOVE_ROOF_UNEXPLAINED = "past its roof, and the table says no reason why"
+# Columns that are a share of a measured roof or ceiling: above 100% they need a reason (attrs["above_roof"]).
+_ROOF_SHARE = re.compile(r"(share of (the |its )?(roof|copy bandwidth|memory roof|compute roof|ceiling|peak))|"
+                         r"(% of (the |its )?(roof|ceiling|peak))|(^mfu\b)", re.I)
 
 
 def sig(v: float, digits: int = 3) -> str:
@@ -273,6 +283,17 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
                 labels = notes.setdefault(reason, [])
                 if str(label(name)) not in labels:
                     labels.append(str(label(name)))
+    above = df.attrs.get("above_roof", {})
+    for j, col in enumerate(df.columns):  # a share of a measured roof past 100%: said why, or flagged
+        kind = formats.get(col) or column_kind(col, df.iloc[:, j])
+        if callable(kind) or kind not in ("percent", "fraction") or not _ROOF_SHARE.search(str(col)):
+            continue
+        full = 1.0 if kind == "fraction" else 100.0
+        over = [row for row, v in zip(df.index, df.iloc[:, j]) if _float_or_none(v) is not None and float(v) > full]
+        if over:
+            reason = above.get(col) if isinstance(above, Mapping) else above
+            rows = ", ".join(str(label(r)) for r in over)
+            notes.setdefault(f"Above 100% in {label(col)} ({rows}): {reason or ABOVE_ROOF_UNEXPLAINED}", [])
     shown = pd.DataFrame(dict(enumerate(cells)), index=df.index)
     shown.columns = [label(c) for c in df.columns]
     if df.index.nlevels == 1 and str(df.index.dtype).startswith("float"):
@@ -280,7 +301,8 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
     shown.index.names = [label(n) for n in df.index.names]
     shown.columns.name = df.columns.name
     return Table(data=df, shown=shown,
-                 notes=tuple(f"{MISSING} in {', '.join(cols)}: {reason}." for reason, cols in notes.items()))
+                 notes=tuple(f"{MISSING} in {', '.join(cols)}: {reason}." if cols else f"{reason}."
+                             for reason, cols in notes.items()))
 
 
 def _hashable(v) -> bool:
@@ -318,5 +340,7 @@ def unreadable_cells(table_html: str, *, max_digits: int = 4) -> list[str]:
         problems.append(f"a {MISSING!r} with no note saying why")
     if NOT_EXPLAINED in table_html:
         problems.append(f"a missing value whose note does not say why ({NOT_EXPLAINED!r})")
+    if ABOVE_ROOF_UNEXPLAINED in html.unescape(table_html):
+        problems.append("a share of a roof above 100% whose table does not say why")
     return list(dict.fromkeys(problems))
 

@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print("==> no GPU unit tests asked for", flush=True)
         rc_unit = 0
     print("==>", " ".join(cmd), flush=True)
+    before = _figures_now()  # what this run records is what differs after it
     nb_start = time.perf_counter()
     rc = subprocess.call(cmd, cwd=ROOT, env=env)
     course_s = time.perf_counter() - nb_start  # every notebook under nbval, one process after another
@@ -129,7 +130,21 @@ def main(argv: list[str] | None = None) -> int:
           f"nbval {'passed' if rc == 0 else 'FAILED'}; time budget {'met' if not misses else 'MISSED'}; "
           f"{wall:.0f} s in all")
     over = whole_course and course_s > FULL_COURSE_BUDGET_S
-    return rc or rc_unit or (0 if args.no_budget or not (misses or over) else 3)
+    after = _figures_now()
+    split = results.disagreeing(after, {k for k, v in after.items() if before.get(k) != v})
+    for line in split:
+        print(f"==> FAILED: {line}", flush=True)
+    return rc or rc_unit or (4 if split else 0) or (0 if args.no_budget or not (misses or over) else 3)
+
+
+def _figures_now() -> dict:
+    """The figures of this GPU's results file as they stand (empty before its first run)."""
+    from helpers import results
+
+    try:
+        return dict(results.load(results.results_path()).get("figures", {}))
+    except (OSError, ValueError):
+        return {}
 
 
 def record_profile_runs(timings: dict) -> Path:

@@ -21,7 +21,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("machine_profiles",),
     ("env",),
     ("timebox",),
-    ("bench", "augment", "preflight", "results", "ncu_target", "kernels.softmax_triton", "kernels.relu_pool_triton",
+    ("results",),  # below bench: the session's ceilings are kept beside the results (bench.session_ceilings)
+    ("bench", "augment", "preflight", "ncu_target", "kernels.softmax_triton", "kernels.relu_pool_triton",
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch",
      "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",

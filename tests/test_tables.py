@@ -34,8 +34,26 @@ def test_percent_and_whole():
     assert tables.percent(73.8051) == "73.8" and tables.percent(0.5646) == "0.56" and tables.percent(0) == "0"
     assert tables.whole(14922.867803) == "14,923"
     # a share of a CPU's stand-in roof can pass 1,000%: it reads as a number, not as "1502.0"
-    assert tables.percent(1502.04) == "1,502" and tables.unreadable_cells(
-        tables.readable(__import__("pandas").DataFrame({"share of roof %": [1502.04, 99.5]}))._repr_html_()) == []
+    df = __import__("pandas").DataFrame({"share of roof %": [1502.04, 99.5]})
+    df.attrs["above_roof"] = "a CPU's stand-in ceiling"
+    assert tables.percent(1502.04) == "1,502" and tables.unreadable_cells(tables.readable(df)._repr_html_()) == []
+
+
+def test_a_share_past_its_roof_needs_its_reason():
+    import pandas as pd
+
+    df = pd.DataFrame({"share of roof": [1.31, 0.42], "share of the step": [1.5, 0.1]}, index=["pool·1", "conv1"])
+    t = tables.readable(df)
+    # only the roof's share is judged (a share of the step is no roof); the row past it is named in the note
+    assert [n for n in t.notes if "Above 100%" in n] == [
+        f"Above 100% in share of roof % (pool·1): {tables.ABOVE_ROOF_UNEXPLAINED}."]
+    assert "a share of a roof above 100% whose table does not say why" in tables.unreadable_cells(t._repr_html_())
+    df.attrs["above_roof"] = {"share of roof": "its bytes fit in the L2 cache"}
+    t = tables.readable(df)
+    assert "Above 100% in share of roof % (pool·1): its bytes fit in the L2 cache." in t.notes
+    assert tables.unreadable_cells(t._repr_html_()) == []
+    # at or under 100%: no note at all
+    assert not any("Above" in n for n in tables.readable(pd.DataFrame({"MFU %": [99.9]})).notes)
 
 
 @pytest.mark.parametrize("spread, digits", [(0.05, 4), (0.5, 3), (5.0, 2), (37.4, 2), (None, 3), (float("nan"), 3)])

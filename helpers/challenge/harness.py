@@ -75,7 +75,7 @@ class Session:
     @classmethod
     def start(cls, rules: Rules | None = None, *, ceilings: bench.Ceilings | None = None) -> "Session":
         rules = rules or Rules.at_scale()
-        ceilings = ceilings or bench.measure_ceilings()
+        ceilings = ceilings or bench.session_ceilings()  # 00_setup's of this session, so MFU reads as in 01 and 03
         flops = bench.flops_per_image(ReferenceCNN(rules.image_size), rules.image_size)
         return cls(rules, ceilings, flops, str(env.device()))
 

@@ -142,11 +142,10 @@ class StepKernels:
         """:meth:`table` as a person reads it: three significant figures, shares in %; a note under it where a
         kernel passes its roof, saying why that can happen."""
         df = self.table(ceil).set_index("kernels")
-        t = tables.readable(df)
         over = [str(k) for k, v in df["% of roof"].items() if v > 100]
-        if over:
-            t = dataclasses.replace(t, notes=t.notes + (PAST_THE_ROOF.format(names=", ".join(over)),))
-        return t
+        if over:  # the reason, said under the table (tables.readable names the kernels)
+            df.attrs["above_roof"] = {"% of roof": PAST_THE_ROOF.split(": ", 1)[1].rstrip(".")}
+        return tables.readable(df)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 from typing import Iterator
 
 import torch
@@ -24,7 +25,9 @@ from .. import models, timebox, train
 from ..train import TrainConfig, TrainResult
 
 __all__ = ["PRECISIONS", "tf32", "compare_precisions", "step_img_per_s", "precision_table", "loss_figure",
-           "scaler_trace"]
+           "scaler_trace", "tf32_memory_reading"]
+
+DEFAULT_FP32 = "fp32 (PyTorch's default: TF32 convolutions)"
 
 #: name → (TrainConfig.dtype, TF32 on?). "fp32" is what PyTorch does by default: cuDNN convolutions in TF32.
 PRECISIONS = {
@@ -67,6 +70,9 @@ def compare_precisions(cfg: TrainConfig, names: list[str] | None = None, *,
         if not box.more(next_s=box.elapsed_s / box.done if box.done else 0.0):
             break
         dtype, tf = PRECISIONS[name]
+        if torch.cuda.is_available():  # each run from an empty cache: what one left cached is not the next one's
+            gc.collect()
+            torch.cuda.empty_cache()
         with tf32(tf):
             out[name] = train.train(dataclasses.replace(cfg, dtype=dtype), device=device)
         box.tick()
@@ -79,7 +85,34 @@ def step_img_per_s(r: TrainResult) -> float:
     return r.config.batch_size * r.config.grad_accum / (r.phase_ms["compute"] / 1e3)
 
 
-def precision_table(runs: dict[str, TrainResult], *, baseline: str = "fp32 (PyTorch's default: TF32 convolutions)"):
+def tf32_memory_reading(runs: dict[str, TrainResult], *, baseline: str = DEFAULT_FP32, within_pct: float = 5.0
+                        ) -> list[str]:
+    """Why the fp32 runs' peaks differ, one sentence per fp32 variant more than ``within_pct`` from ``baseline``,
+    written from their peaks: the three keep the same tensors (fp32, the same shapes), so what differs is the
+    scratch memory (workspace) of the convolution and matrix-product algorithms cuDNN and cuBLAS chose for each
+    setting. Empty where the peaks agree, or no allocator measured them (a CPU).
+
+        print("\n".join(tf32_memory_reading(runs)))
+    """
+    base = runs.get(baseline)
+    if base is None or not base.peak_allocated_gib:
+        return []
+    out = []
+    for name, r in runs.items():
+        if name == baseline or PRECISIONS.get(name, ("",))[0] != "fp32" or not r.peak_allocated_gib:
+            continue
+        diff = 100 * (r.peak_allocated_gib / base.peak_allocated_gib - 1)
+        if abs(diff) <= within_pct:
+            continue
+        out.append(f"{name}: its peak, {r.peak_allocated_gib:.2f} GiB, is {abs(diff):.0f}% "
+                   f"{'above' if diff > 0 else 'below'} {baseline}'s {base.peak_allocated_gib:.2f} GiB, though both "
+                   "keep the same fp32 tensors of the same shapes: the difference is the scratch memory (workspace) of "
+                   "the algorithms cuDNN and cuBLAS chose for each setting, which the allocator counts with the "
+                   "tensors.")
+    return out
+
+
+def precision_table(runs: dict[str, TrainResult], *, baseline: str = DEFAULT_FP32):
     """One row per precision: img/s (whole loop and step alone), PyTorch allocated peak, final loss, and the
     step's speed and the peak against ``baseline``."""
     import pandas as pd

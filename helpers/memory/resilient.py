@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .. import env
-from .search import free_memory
+from .search import allocator_report, free_memory
 
 __all__ = ["Backoff", "BackoffRun", "train_with_backoff"]
 
@@ -34,6 +34,11 @@ class Backoff:
     micro_batch_before: int
     micro_batch_after: int
     grad_accum_after: int
+    said: str = ""  # what the allocator reported when the step ran out (the block asked for, free, cached, live)
+
+    def __str__(self) -> str:
+        return (f"step {self.step}: micro-batch {self.micro_batch_before:,} → {self.micro_batch_after:,} "
+                f"(× {self.grad_accum_after} accumulated)" + (f"; {self.said}" if self.said else ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +52,7 @@ class BackoffRun:
     timed_steps: int = 0  # the optimizer steps img_per_s is measured over: those since the last back-off
 
     def __str__(self) -> str:
-        moves = "; ".join(f"step {e.step}: micro-batch {e.micro_batch_before} → {e.micro_batch_after} "
+        moves = "; ".join(f"step {e.step}: micro-batch {e.micro_batch_before:,} → {e.micro_batch_after:,} "
                           f"(× {e.grad_accum_after} accumulated)" for e in self.events) or "none needed"
         steps = f"{self.timed_steps} step{'s' if self.timed_steps != 1 else ''}"
         return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch} "
@@ -59,9 +64,13 @@ class BackoffRun:
 
 def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: int, dtype: torch.dtype | None = None,
                        optimizer: torch.optim.Optimizer | None = None, min_micro_batch: int = 1,
-                       device: torch.device | str | None = None, seed: int = 0,
+                       device: torch.device | str | None = None, seed: int = 0, channels_last: bool = True,
                        on_backoff: Callable[[Backoff], None] | None = None) -> BackoffRun:
-    """Train ``steps`` optimizer steps of ``batch`` random images, backing off on out-of-memory."""
+    """Train ``steps`` optimizer steps of ``batch`` random images, backing off on out-of-memory.
+
+    ``channels_last``: each micro-batch is laid out as the search's probes lay theirs (:func:`search.step_probe`),
+    so a micro-batch the search found to fit fits here too; in NCHW, a convolution with channels_last weights makes
+    a channels_last copy of its input, memory the search's step did not need."""
     dev = torch.device(device) if device is not None else env.device()
     dtype = env.autocast_dtype(dtype, dev)  # bf16 without the hardware for it: fp16 on a GPU, fp32 on a CPU
     model = model.to(dev)
@@ -81,6 +90,8 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                 total = 0.0
                 for xs, ys in zip(x_all.split(micro), y_all.split(micro)):
                     xs, ys = xs.to(dev, non_blocking=True), ys.to(dev, non_blocking=True)
+                    if channels_last:
+                        xs = xs.contiguous(memory_format=torch.channels_last)
                     with torch.autocast(dev.type, dtype=dtype, enabled=dtype is not None):
                         loss = nn.functional.cross_entropy(model(xs), ys) / accum
                     loss.backward()
@@ -88,8 +99,8 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 break
-            except torch.OutOfMemoryError:
-                failed = True
+            except torch.OutOfMemoryError as e:
+                failed, message = True, str(e)  # the words only: the exception's traceback pins the step's tensors
             if failed:  # outside the except block: the traceback no longer pins the step's tensors
                 opt.zero_grad(set_to_none=True)  # half a step's gradients must not leak into the redo
                 loss = total = None
@@ -99,7 +110,7 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                         f"step {step}: even a micro-batch of {micro} does not fit. Use dtype=torch.bfloat16, "
                         "activation checkpointing, a smaller image size, or free memory that other tensors or "
                         f"processes hold. {len(losses)} completed steps and the model are kept.")
-                ev = Backoff(step, micro, micro // 2, accum * 2)
+                ev = Backoff(step, micro, micro // 2, accum * 2, _said(message))
                 micro, accum = micro // 2, accum * 2
                 events.append(ev)
                 if on_backoff is not None:
@@ -109,3 +120,15 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
         took.append(time.perf_counter() - t0)
     return BackoffRun(batch, micro, accum, tuple(losses), tuple(events),
                       batch * len(took) / max(1e-9, sum(took)), len(took))
+
+
+def _said(message: str) -> str:
+    """The allocator's out-of-memory report in a few words: the block it asked for and what it had."""
+    r = allocator_report(message)
+    if "asked_gib" not in r or "free_gib" not in r:
+        return ""
+    held = "".join(f", {r[k]:.2f} GiB {what}" for k, what in (("cached_gib", "cached"), ("live_gib", "in live tensors"))
+                   if k in r)
+    split = ("; free and cached together were more than that, in no piece that large (fragmentation)"
+             if r["asked_gib"] <= r["free_gib"] + r.get("cached_gib", 0.0) else "")
+    return f"it asked for {r['asked_gib']:.2f} GiB with {r['free_gib']:.2f} GiB free{held}{split}"

@@ -126,6 +126,31 @@ class BatchSearch:
                     f"{trial.cached_gib:.1f} GiB cached)")
         return f"out of memory: asked for {trial.asked_gib:.1f} GiB, {trial.free_gib:.1f} GiB free"
 
+    def batch_at_capacity(self) -> int | None:
+        """The batch whose step the line through the fitted peaks (:meth:`need_gib`) puts at the GPU's capacity: how
+        far the memory itself would let this search go. None without a capacity or two fitted peaks."""
+        if self.capacity_gib is None:
+            return None
+        a, b = self.need_gib(0), self.need_gib(1)
+        if a is None or b is None or b - a <= 0:
+            return None
+        return int((self.capacity_gib - a) / (b - a))
+
+    def edge_reading(self) -> str:
+        """One sentence: where the search stopped, beside where the card's memory would have let it stop, and what
+        stopped it there (its failures' causes). "" where it cannot say (a CPU, a search cut short)."""
+        at_cap, largest = self.batch_at_capacity(), self.largest
+        if at_cap is None or largest is None or not self.edge_found:
+            return ""
+        failed = [t for t in self.trials if not t.fits and t.batch > largest]
+        causes = {self.cause(t).split(":")[0] for t in failed}
+        line = (f"{self.label or 'this search'}: largest batch {largest:,}; the line through its peaks reaches the "
+                f"card's {self.capacity_gib:.1f} GiB at about {at_cap:,}")
+        if "fragmentation" in causes and largest < 0.95 * at_cap:
+            return (line + f": fragmentation stopped it {100 * (1 - largest / at_cap):.0f}% short of what the memory "
+                           "holds, not the memory itself.")
+        return line + "."
+
     def reasons(self) -> list[str]:
         """One sentence per batch that did not fit: what stopped it, from what the allocator reported when it failed
         and the peaks of the batches that fitted."""

@@ -1,0 +1,138 @@
+"""The models behind sentences the notebooks print: one ceiling per session, max-pool's indices counted in the
+roofline and in the memory anatomy, the fp32 peaks' difference said from the peaks, where a batch search stopped
+against where the card's memory would have let it, and what the allocator said when the training loop backed off."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import types
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import bench, models, roofline
+from helpers.memory import anatomy, precision, resilient, search
+
+
+@pytest.fixture
+def results_here(tmp_path, monkeypatch):
+    monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path))
+    return tmp_path
+
+
+def test_the_ceilings_are_measured_once_a_session_and_reused(results_here, monkeypatch):
+    calls = []
+    real = bench.measure_ceilings
+
+    def counting(device=None):
+        calls.append(device)
+        return real(device)
+
+    monkeypatch.setattr(bench, "measure_ceilings", counting)
+    first = bench.session_ceilings("cpu", fresh=True)
+    again = bench.session_ceilings("cpu")
+    assert len(calls) == 1 and not first.reused and again.reused
+    assert again.matmul_tflops == first.matmul_tflops and again.copy_gb_per_s == first.copy_gb_per_s
+    assert first.provenance == "measured now" and again.provenance.startswith("measured at ")
+    assert "reused" in again.provenance
+    # fresh=True measures over it (00_setup), and the later notebooks take the new one
+    bench.session_ceilings("cpu", fresh=True)
+    assert len(calls) == 2
+
+
+def test_ceilings_of_another_machine_or_too_old_or_unreadable_are_measured_again(results_here, monkeypatch):
+    bench.session_ceilings("cpu", fresh=True)
+    (path,) = (results_here / "local" / "ceilings").glob("*.json")
+    saved = json.loads(path.read_text())
+    calls = []
+    monkeypatch.setattr(bench, "measure_ceilings", lambda device=None: calls.append(1) or dataclasses.replace(
+        bench.Ceilings(**saved["ceilings"]), measured_at=bench._utc_now()))
+
+    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=bench.SESSION_HOURS + 1)).isoformat()
+    path.write_text(json.dumps({**saved, "ceilings": {**saved["ceilings"], "measured_at": old}}))
+    assert not bench.session_ceilings("cpu").reused and len(calls) == 1
+
+    path.write_text(json.dumps({**saved, "identity": {**saved["identity"], "boot": "another boot"}}))
+    assert not bench.session_ceilings("cpu").reused and len(calls) == 2
+
+    path.write_text("{ half a file")
+    assert not bench.session_ceilings("cpu").reused and len(calls) == 3
+
+
+def test_the_roofline_counts_max_pools_int64_indices_where_they_are_written():
+    pool = torch.nn.MaxPool2d(2)
+    x = torch.randn(2, 4, 8, 8, dtype=torch.bfloat16)
+    out = pool(x)
+    kind, _, with_idx = roofline._op_cost(pool, x, out, pool_indices=True)
+    _, _, without = roofline._op_cost(pool, x, out, pool_indices=False)
+    assert kind == "pooling" and with_idx - without == out.numel() * 8
+    # a bf16 output's 2 bytes against its index's 8: most of what a pool writes is indices
+    assert without == (x.numel() + out.numel()) * 2
+
+
+def test_the_anatomy_keeps_the_indices_apart_and_a_lower_precision_does_not_shrink_them():
+    net = models.ReferenceCNN(32)
+    x, y = torch.randn(8, 3, 32, 32, requires_grad=False), torch.randint(0, 10, (8,))
+    kept = anatomy.saved_bytes_by_kind(lambda: F.cross_entropy(net(x), y), list(net.parameters()))
+    # three 2×2 pools (64, 128, 256 channels at 16², 8², 4²), one int64 index per output, 8 images; and the 8 labels
+    assert kept["integers"] == 8 * 8 * (64 * 16**2 + 128 * 8**2 + 256 * 4**2) + 8 * 8
+    assert kept["floats"] > kept["integers"]
+
+    full = anatomy.Anatomy("SGD, fp32", 0, 0, 0, 1000, None, None, None, None, None, None, activation_indices=200)
+    low = anatomy.Anatomy("SGD, bf16", 0, 0, 0, 600, None, None, None, None, None, None, activation_indices=200)
+    line = anatomy.precision_reading(full, low)
+    assert "40% less" in line and "floats fell 50%" in line and "stayed at" in line
+    assert anatomy.anatomy_table([full, low]).loc["SGD, bf16", "of which integers GiB"] == 200 / 2**30
+
+
+def test_the_fp32_peaks_difference_is_said_from_the_peaks():
+    run = lambda gib: types.SimpleNamespace(peak_allocated_gib=gib)  # noqa: E731
+    base = precision.DEFAULT_FP32
+    said = precision.tf32_memory_reading({base: run(10.0), "fp32, no TF32": run(14.0), "TF32 everywhere": run(10.2),
+                                          "bf16 autocast": run(6.0)})
+    assert len(said) == 1 and said[0].startswith("fp32, no TF32: its peak, 14.00 GiB, is 40% above")
+    assert "workspace" in said[0]
+    assert precision.tf32_memory_reading({base: run(None)}) == []
+
+
+def _trial(batch, fits, peak=None, **said):
+    return search.Trial(batch, fits, peak, 100.0 if fits else None, "" if fits else "out of memory", **said)
+
+
+def test_a_search_says_when_fragmentation_not_the_memory_stopped_it():
+    # peaks on the line 1 + 0.02 × batch GiB: a 79 GiB card holds about 3,900
+    trials = [_trial(b, True, 1 + 0.02 * b) for b in (256, 512, 1024, 2048)] + [
+        _trial(4096, False, asked_gib=18.4, free_gib=17.8, cached_gib=15.5, live_gib=30.0),
+        _trial(3072, False, asked_gib=14.0, free_gib=10.0, cached_gib=12.0, live_gib=45.0)]
+    s = search.BatchSearch("bf16 + checkpointing", tuple(trials), None, None, 79.0)
+    assert s.batch_at_capacity() == 3900
+    reading = s.edge_reading()
+    assert reading.startswith("bf16 + checkpointing: largest batch 2,048; the line through its peaks reaches the "
+                              "card's 79.0 GiB at about 3,900: fragmentation stopped it 47% short")
+    # no capacity (a CPU): nothing to say
+    assert search.BatchSearch("x", tuple(trials), None, None, None).edge_reading() == ""
+
+
+def test_a_back_off_says_what_the_allocator_had():
+    said = resilient._said("CUDA out of memory. Tried to allocate 2.30 GiB. GPU 0 has a total capacity of 79.19 GiB of "
+                           "which 1.25 GiB is free. Of the allocated memory 70.10 GiB is allocated by PyTorch, and "
+                           "3.50 GiB is reserved by PyTorch but unallocated.")
+    assert said == ("it asked for 2.30 GiB with 1.25 GiB free, 3.50 GiB cached, 70.10 GiB in live tensors; free and "
+                    "cached together were more than that, in no piece that large (fragmentation)")
+    ev = resilient.Backoff(0, 5632, 2816, 2, said)
+    assert str(ev) == f"step 0: micro-batch 5,632 → 2,816 (× 2 accumulated); {said}"
+    assert resilient._said("out of memory") == ""
+
+
+def test_one_quantity_recorded_twice_in_a_session_must_read_one_way():
+    from helpers import results
+
+    split = {"ceiling_bf16_tflops": 784.0, "final_ceiling_tflops": 807.0, "baseline_img_per_s": 600.0}
+    (line,) = results.disagreeing(split)
+    assert line.startswith("ceiling_bf16_tflops is 784 but final_ceiling_tflops is 807")
+    # only pairs this session recorded both of: 06 alone may read a ceiling of its own machine
+    assert results.disagreeing(split, {"final_ceiling_tflops"}) == []
+    assert results.disagreeing({**split, "final_ceiling_tflops": 784.0}) == []
