@@ -292,7 +292,8 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
         over = [row for row, v in zip(df.index, df.iloc[:, j]) if _float_or_none(v) is not None and float(v) > full]
         if over:
             reason = above.get(col) if isinstance(above, Mapping) else above
-            rows = ", ".join(str(label(r)) for r in over)
+            names = _row_names(df)
+            rows = ", ".join(str(label(names.get(r, r))) for r in over)
             notes.setdefault(f"Above 100% in {label(col)} ({rows}): {reason or ABOVE_ROOF_UNEXPLAINED}", [])
     shown = pd.DataFrame(dict(enumerate(cells)), index=df.index)
     shown.columns = [label(c) for c in df.columns]
@@ -303,6 +304,17 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
     return Table(data=df, shown=shown,
                  notes=tuple(f"{MISSING} in {', '.join(cols)}: {reason}." if cols else f"{reason}."
                              for reason, cols in notes.items()))
+
+
+def _row_names(df) -> dict:
+    """Index → what names its row: the index itself, or, under a plain 0, 1, 2 … index, the first text column's
+    value (a roofline table's op: "pool·1", not "2")."""
+    import pandas as pd
+
+    if not isinstance(df.index, pd.RangeIndex):
+        return {}
+    text = [j for j in range(df.shape[1]) if pd.api.types.is_string_dtype(df.iloc[:, j]) or df.iloc[:, j].dtype == object]
+    return dict(zip(df.index, df.iloc[:, text[0]])) if text else {}
 
 
 def _hashable(v) -> bool:

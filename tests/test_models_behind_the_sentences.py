@@ -136,3 +136,25 @@ def test_one_quantity_recorded_twice_in_a_session_must_read_one_way():
     # only pairs this session recorded both of: 06 alone may read a ceiling of its own machine
     assert results.disagreeing(split, {"final_ceiling_tflops"}) == []
     assert results.disagreeing({**split, "final_ceiling_tflops": 784.0}) == []
+
+
+def test_a_point_past_its_roof_gets_the_reason_its_measurements_give_or_none():
+    ceil = bench.Ceilings("a GPU", matmul_tflops=100.0, matmul_dtype="bfloat16", matmul_n=8192, copy_gb_per_s=1000.0,
+                          copy_bytes=2**31)
+    big = 4e9  # bytes: past any L2
+
+    def point(name, kind, flops, ms, read_share):
+        return roofline.RooflinePoint(name, flops, big, kind, ms, read_bytes=big * read_share)
+
+    # memory roof at 0.25 FLOP/byte: 0.25 TFLOP/s; 1e9 FLOP in 3.6 ms is 0.278 TFLOP/s, 111% of it
+    add = point("add", "elementwise", 1e9, 3.6, 2 / 3)
+    relu = point("relu", "elementwise", 1e9, 3.6, 1 / 2)
+    near = point("pool", "pooling", 1e9, 3.9, 1 / 2)  # 103%: the two measurements' spread
+    assert "reads more bytes than it writes" in roofline._above_roof_reason([add], ceil)
+    assert "within 5% of its roof" in roofline._above_roof_reason([near], ceil)
+    assert roofline._above_roof_reason([relu], ceil) is None  # reads as much as it writes: no reason the course knows
+    assert roofline._above_roof_reason([add, relu], ceil) is None
+    table = roofline.points_table([add, relu], ceil)
+    assert "above_roof" not in table.attrs  # so the table's note says it is unexplained, and the notebook runs refuse it
+    cpu = dataclasses.replace(ceil, bounds=False)
+    assert "stand-ins" in roofline._above_roof_reason([relu], cpu)

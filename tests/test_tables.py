@@ -52,6 +52,9 @@ def test_a_share_past_its_roof_needs_its_reason():
     t = tables.readable(df)
     assert "Above 100% in share of roof % (pool·1): its bytes fit in the L2 cache." in t.notes
     assert tables.unreadable_cells(t._repr_html_()) == []
+    # under a plain 0, 1, 2 index, the row is named by its first text column (the op)
+    plain = pd.DataFrame({"op": ["given: add", "relu"], "share of roof": [1.2, 0.5]})
+    assert any("(given: add)" in n for n in tables.readable(plain).notes)
     # at or under 100%: no note at all
     assert not any("Above" in n for n in tables.readable(pd.DataFrame({"MFU %": [99.9]})).notes)
 

@@ -179,7 +179,9 @@ def measure_given(kernels: dict[str, GivenKernel], *, device: torch.device | str
         op = torch.add if k.name == "add" else torch.mm
         ms = bench.time_it(lambda: op(a, b, out=c), warmup=3, repeats=20, device=dev).median_ms
         flops, moved = _flops_bytes(k)
-        points.append(RooflinePoint(f"given: {name}", flops, moved, "elementwise" if k.name == "add" else "GEMM", ms))
+        # each reads two operands and writes one: two thirds of the bytes are reads
+        points.append(RooflinePoint(f"given: {name}", flops, moved, "elementwise" if k.name == "add" else "GEMM", ms,
+                                    read_bytes=moved * 2 / 3))
     return points
 
 
