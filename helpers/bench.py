@@ -361,7 +361,8 @@ def session_ceilings(device: torch.device | str | None = None, *, fresh: bool = 
         try:
             saved = json.loads(path.read_text())
             ceil = Ceilings(**saved["ceilings"])
-            age_h = (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(ceil.measured_at)).total_seconds() / 3600
+            age = dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(ceil.measured_at)
+            age_h = age.total_seconds() / 3600
             if saved.get("identity") == ident and 0 <= age_h < SESSION_HOURS:
                 return dataclasses.replace(ceil, reused=True)
         except (OSError, ValueError, TypeError, KeyError):

@@ -142,7 +142,7 @@ def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = N
     for label, mod, inp, out in labelled:
         # timed without autograd: a GPU's max-pool writes its indices all the same, a CPU's does not
         kind, flops, moved = _op_cost(mod, inp, out, pool_indices=dev.type != "cpu")
-        read = inp.numel() * inp.element_size() + sum(p.numel() for p in mod.parameters(recurse=False)) * inp.element_size()
+        read = (inp.numel() + sum(p.numel() for p in mod.parameters(recurse=False))) * inp.element_size()
         ms = None
         if time_ops:
             with torch.no_grad():

@@ -313,7 +313,8 @@ def _row_names(df) -> dict:
 
     if not isinstance(df.index, pd.RangeIndex):
         return {}
-    text = [j for j in range(df.shape[1]) if pd.api.types.is_string_dtype(df.iloc[:, j]) or df.iloc[:, j].dtype == object]
+    text = [j for j in range(df.shape[1])
+            if pd.api.types.is_string_dtype(df.iloc[:, j]) or df.iloc[:, j].dtype == object]
     return dict(zip(df.index, df.iloc[:, text[0]])) if text else {}
 
 

@@ -21,8 +21,8 @@ from torch import nn
 
 from .. import env, nvml
 
-__all__ = ["GIB", "Anatomy", "saved_activation_bytes", "saved_bytes_by_kind", "optimizer_state_bytes", "make_optimizer", "anatomy",
-           "anatomy_table", "anatomy_figure", "nvml_used_bytes", "precision_reading"]
+__all__ = ["GIB", "Anatomy", "saved_activation_bytes", "saved_bytes_by_kind", "free_memory", "optimizer_state_bytes",
+           "make_optimizer", "anatomy", "anatomy_table", "anatomy_figure", "nvml_used_bytes", "precision_reading"]
 
 GIB = 2**30
 OPTIMIZERS = ("sgd", "adam")
@@ -43,9 +43,8 @@ class Anatomy:
     allocated_after: int | None  # live tensors after the step (weights, gradients, optimizer state)
     reserved_after: int | None  # the allocator's pool after the step
     nvml_used_after: int | None  # the whole GPU as nvidia-smi sees it
-    # Of the activations, those kept as integers: max-pool's int64 index per output (and the labels, which the loss
-    # keeps: a few bytes), which a lower precision does
-    # not shrink (bf16 halves the floats kept, not these: the kept activations fell 34%, not 50%, on one H100)
+    # Of the activations, those kept as integers: max-pool's int64 index per output (and the labels the loss keeps,
+    # a few bytes). A lower precision does not shrink them: bf16 halves the floats kept, not these.
     activation_indices: int = 0
 
     @property
@@ -100,6 +99,15 @@ def saved_bytes_by_kind(fn: Callable[[], torch.Tensor], params: list[torch.Tenso
             "integers": sum(n for n, floating in seen.values() if not floating)}
 
 
+def free_memory() -> None:
+    """Give back what a failed step or an earlier variant held: collect Python's references, empty the allocator's
+    cache (so that what one measurement left cached is not the next one's)."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def optimizer_state_bytes(opt: torch.optim.Optimizer) -> int:
     """Bytes of the optimizer's state tensors (momentum buffers, Adam's two moments)."""
     return sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values()
@@ -127,9 +135,7 @@ def anatomy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, optimizer: st
     dev = x.device
     cuda = dev.type == "cuda"
     if cuda:
-        gc.collect()  # what an earlier variant left unreferenced, then its cached blocks
-        torch.cuda.synchronize(dev)
-        torch.cuda.empty_cache()
+        free_memory()  # what an earlier variant left unreferenced, then its cached blocks
         torch.cuda.reset_peak_memory_stats(dev)
     dtype = env.autocast_dtype(dtype, dev)  # bf16 without the hardware for it: fp16 on a GPU, fp32 on a CPU
     opt = make_optimizer(optimizer, model.parameters())
@@ -210,9 +216,11 @@ def precision_reading(full: Anatomy, low: Anatomy) -> str:
     if not full.activation_indices:
         return line + "; none of them were integers."
     same = abs(low.activation_indices - full.activation_indices) <= 0.01 * full.activation_indices
+    ints = (f"stayed at {gib(low.activation_indices)}" if same else
+            f"went from {gib(full.activation_indices)} to {gib(low.activation_indices)}")
     return (line + f". The floats fell {floats:.0%} ({gib(full.activation_floats)} → {gib(low.activation_floats)}); "
-            f"the integers (max-pool's int64 indices, and the labels) {'stayed at ' + gib(low.activation_indices) if same else 'went from ' + gib(full.activation_indices) + ' to ' + gib(low.activation_indices)}"
-            f", {low.activation_indices / low.activations:.0%} of what {low.label} keeps: a precision sets the size of "
+            f"the integers (max-pool's int64 indices, and the labels) {ints}, "
+            f"{low.activation_indices / low.activations:.0%} of what {low.label} keeps: a precision sets the size of "
             "the floats, not of the indices.")
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 from typing import Iterator
 
 import torch
 
 from .. import models, timebox, train
 from ..train import TrainConfig, TrainResult
+from .anatomy import free_memory
 
 __all__ = ["PRECISIONS", "tf32", "compare_precisions", "step_img_per_s", "precision_table", "loss_figure",
            "scaler_trace", "tf32_memory_reading"]
@@ -70,9 +70,7 @@ def compare_precisions(cfg: TrainConfig, names: list[str] | None = None, *,
         if not box.more(next_s=box.elapsed_s / box.done if box.done else 0.0):
             break
         dtype, tf = PRECISIONS[name]
-        if torch.cuda.is_available():  # each run from an empty cache: what one left cached is not the next one's
-            gc.collect()
-            torch.cuda.empty_cache()
+        free_memory()  # each run from an empty cache: what one left cached is not the next one's
         with tf32(tf):
             out[name] = train.train(dataclasses.replace(cfg, dtype=dtype), device=device)
         box.tick()

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .. import env
-from .search import allocator_report, free_memory
+from .search import allocator_report, fragmented, free_memory
 
 __all__ = ["Backoff", "BackoffRun", "train_with_backoff"]
 
@@ -36,9 +36,14 @@ class Backoff:
     grad_accum_after: int
     said: str = ""  # what the allocator reported when the step ran out (the block asked for, free, cached, live)
 
-    def __str__(self) -> str:
+    @property
+    def move(self) -> str:
+        """``"step 0: micro-batch 5,632 → 2,816 (× 2 accumulated)"``"""
         return (f"step {self.step}: micro-batch {self.micro_batch_before:,} → {self.micro_batch_after:,} "
-                f"(× {self.grad_accum_after} accumulated)" + (f"; {self.said}" if self.said else ""))
+                f"(× {self.grad_accum_after} accumulated)")
+
+    def __str__(self) -> str:
+        return self.move + (f"; {self.said}" if self.said else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +57,7 @@ class BackoffRun:
     timed_steps: int = 0  # the optimizer steps img_per_s is measured over: those since the last back-off
 
     def __str__(self) -> str:
-        moves = "; ".join(f"step {e.step}: micro-batch {e.micro_batch_before:,} → {e.micro_batch_after:,} "
-                          f"(× {e.grad_accum_after} accumulated)" for e in self.events) or "none needed"
+        moves = "; ".join(e.move for e in self.events) or "none needed"
         steps = f"{self.timed_steps} step{'s' if self.timed_steps != 1 else ''}"
         return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch} "
                 f"(accumulated × micro-batch); back-offs: {moves}.\n"
@@ -130,5 +134,5 @@ def _said(message: str) -> str:
     held = "".join(f", {r[k]:.2f} GiB {what}" for k, what in (("cached_gib", "cached"), ("live_gib", "in live tensors"))
                    if k in r)
     split = ("; free and cached together were more than that, in no piece that large (fragmentation)"
-             if r["asked_gib"] <= r["free_gib"] + r.get("cached_gib", 0.0) else "")
+             if fragmented(r["asked_gib"], r["free_gib"], r.get("cached_gib", 0.0)) else "")
     return f"it asked for {r['asked_gib']:.2f} GiB with {r['free_gib']:.2f} GiB free{held}{split}"

@@ -19,7 +19,6 @@ the footprint (weights, gradients, optimizer state, activations kept for backwar
 from __future__ import annotations
 
 import dataclasses
-import gc
 import re
 import time
 from typing import Callable
@@ -29,9 +28,9 @@ from torch import nn
 
 from .. import env, timebox
 from ..svg import PALETTE
-from .anatomy import GIB, make_optimizer, optimizer_state_bytes, saved_activation_bytes
+from .anatomy import GIB, free_memory, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
-__all__ = ["Trial", "BatchSearch", "allocator_report", "free_memory", "step_probe", "try_batch", "largest_batch",
+__all__ = ["Trial", "BatchSearch", "allocator_report", "fragmented", "free_memory", "step_probe", "try_batch", "largest_batch",
            "search_figure"]
 
 Probe = Callable[[int], tuple[float, float]]  # batch → (peak bytes, img/s)
@@ -70,6 +69,12 @@ def allocator_report(message: str) -> dict[str, float]:
         if m and m.group(2) in _UNITS:
             out[field] = float(m.group(1)) * _UNITS[m.group(2)] / GIB
     return out
+
+
+def fragmented(asked_gib: float, free_gib: float, cached_gib: float) -> bool:
+    """Whether an out-of-memory failure was fragmentation: free memory and the allocator's cache together held more
+    than the one block asked for, in no piece that large."""
+    return asked_gib <= free_gib + cached_gib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +126,7 @@ class BatchSearch:
         could = trial.free_gib + (trial.live_gib or 0.0) + trial.cached_gib  # all PyTorch could have had
         if need is not None and need > could:
             return f"more than the GPU has: needs about {need:.1f} GiB"
-        if trial.asked_gib <= trial.free_gib + trial.cached_gib:
+        if fragmented(trial.asked_gib, trial.free_gib, trial.cached_gib):
             return (f"fragmentation: no free piece of {trial.asked_gib:.1f} GiB ({trial.free_gib:.1f} GiB free, "
                     f"{trial.cached_gib:.1f} GiB cached)")
         return f"out of memory: asked for {trial.asked_gib:.1f} GiB, {trial.free_gib:.1f} GiB free"
@@ -187,13 +192,6 @@ class BatchSearch:
         df.attrs["missing"] = {"peak_gib": "a batch that did not fit has no peak (why says what stopped it)",
                                "img_per_s": "a batch that did not fit trains nothing (why says what stopped it)"}
         return df
-
-
-def free_memory() -> None:
-    """Give back what a failed step held: collect Python's references, empty the allocator's cache."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def step_probe(make_model: Callable[[], nn.Module], *, image_size: int, dtype: torch.dtype | None = None,
