@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import types
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,29 @@ class _FakeMetricsGet:
 @pytest.fixture
 def fake_nvml():
     return FakeNvml
+
+
+@pytest.fixture(scope="session")
+def warm_start_cache(tmp_path_factory):
+    """A function that seeds a data cache folder with the smoke challenge's start weights, trained once for the
+    whole test session: a class judge's session process trains them where its cache lacks them (about 20 s on two
+    cores), and three judgings here would train the same weights three times. What they are trained from, and
+    that a missing or cut file is trained again, is tested in test_accuracy_rule.py."""
+    from helpers.challenge import start
+    from helpers.challenge.rules import Rules
+
+    cache = tmp_path_factory.mktemp("warm-start-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HELPERS_CACHE", str(cache))
+        rules = Rules.at_scale("smoke")
+        key = (rules.image_size, rules.dataset_size, rules.warm_start_images, rules.seed, rules.seed)
+        state = start._warm_state(*key)  # trained here, or this process's copy from an earlier test
+        path = start._warm_path(*key)
+        if not path.exists():
+            start._save_atomic(state, path)
+
+    def seed(folder: Path) -> Path:
+        shutil.copytree(cache / "challenge", Path(folder) / "challenge", dirs_exist_ok=True)
+        return Path(folder)
+
+    return seed

@@ -120,7 +120,7 @@ def _ceilings():
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory):
+def judged(tmp_path_factory, warm_start_cache):
     """The example class (hangs.py apart: it takes the whole time limit) and the extra refusals, judged at smoke
     scale with the course's rules and accuracy target, into a leaderboard of their own (about a minute)."""
     folder = tmp_path_factory.mktemp("class")
@@ -136,6 +136,7 @@ def judged(tmp_path_factory):
         mp.setenv("HELPERS_SCALE", "smoke")  # the children's scale: the examples read it
         # the children's default leaderboard (the one writes_leaderboard.py writes) is the one judged into
         mp.setenv("HELPERS_RESULTS", str(results))
+        mp.setenv("HELPERS_CACHE", str(warm_start_cache(folder.parent / "cache")))
         board = leaderboard.default_path("smoke")
         res = classroom.judge_class(folder, out_dir=folder / "judged", time_limit_s=240, leaderboard_path=board,
                                     ceilings=_ceilings(), say=lines.append)
@@ -234,12 +235,13 @@ def _alive(pid: int) -> bool:
     return not re.search(r"^State:\s+Z", status, re.M)  # a zombie has ended: it waits only to be reaped
 
 
-def test_the_time_limit_stops_a_hang_and_every_process_it_started(tmp_path, monkeypatch):
+def test_the_time_limit_stops_a_hang_and_every_process_it_started(tmp_path, monkeypatch, warm_start_cache):
     folder = tmp_path / "class"
     folder.mkdir()
     shutil.copy(EXAMPLES / "hangs.py", folder)
     monkeypatch.setenv("HELPERS_SCALE", "smoke")
     monkeypatch.setenv("HELPERS_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("HELPERS_CACHE", str(warm_start_cache(tmp_path / "cache")))
     res = classroom.judge_class(folder, time_limit_s=25, ceilings=_ceilings(), say=lambda line: None)
     (j,) = res.judged
     assert not j.passed and EXPECTED["hangs.py"] in j.reasons[0] and "loader worker" in j.reasons[0]
@@ -284,14 +286,21 @@ def test_a_childs_result_is_evidence_and_the_ranked_figures_are_the_judges_own(t
     evaluation of the weights handed over on its own held-out draw; the child's figures are not ranked, and a
     malformed result is a refusal with the reason, never a crash."""
     import numpy as np
+    import torch
 
     from helpers.challenge.rules import Rules
-    from helpers.challenge.start import start_model
+    from helpers.models import ReferenceCNN
 
     monkeypatch.setenv("HELPERS_SCALE", "smoke")
-    rules = Rules.at_scale()
-    weights = np.concatenate([p.detach().numpy().ravel() for p in start_model(rules).parameters()]).astype(
-        np.float32).tobytes()
+    # rules of this test's own: the smoke size's, judged on 512 held-out images rather than 4,096 (the judge's
+    # evaluation runs some twenty times here), and any weights of the network's shape
+    smoke = Rules.at_scale()
+    rules = Rules(images=smoke.images, image_size=smoke.image_size, dataset_size=smoke.dataset_size, heldout=512,
+                  size="judged by hand")
+    assert rules.to_target_heldout == 512
+    torch.manual_seed(0)
+    weights = np.concatenate([p.detach().numpy().ravel() for p in ReferenceCNN(rules.image_size).parameters()]
+                             ).astype(np.float32).tobytes()
     start_acc = classroom._judge_weights(weights, rules, 12345)
     session = {"target": {"threshold": start_acc - 0.05}, "ceiling_img_per_s": 1e6, "ceilings": {"bounds": True},
                "header": {"device": "test CPU", "torch": "test", "date": "2026-11-26"}}

@@ -3,8 +3,13 @@ written yet is "not done", and known-wrong answers are refused with what they di
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from helpers.ddp import by_hand
+from helpers.ddp import launch as L
 from helpers.exercises import nb05
 
 SOLUTION = nb05.SYNC_SOLUTION
@@ -67,12 +72,50 @@ WRONG["everything after backward"] = ("overlapped", WRONG["everything after back
     "            self._ready(i)\n"), WRONG["everything after backward"][2])
 
 
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory) -> dict[tuple[str, str], nb05.CheckResult]:
+    """The check's verdict on the reference's three steps and on each known-wrong file, all run in one launch of two
+    gloo ranks (tests/workers_in_one_launch.py: each job forked from ranks that started once, about 12 s saved a
+    job); the job's ranks get the arguments the check gives them (by_hand.arguments). One check below launches
+    its own ranks, end to end."""
+    tmp = tmp_path_factory.mktemp("by_hand")
+    jobs = [(f"reference {step}", step, SOLUTION) for step in by_hand.STEPS]
+    jobs += [(wrong, step, text) for wrong, (step, text, _) in WRONG.items()]
+    paths, specs = [], []
+    for i, (_, step, text) in enumerate(jobs):
+        path = tmp / "files" / str(i) / "my_sync.py"
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+        paths.append(path)
+        specs.append(json.dumps({"module": "helpers.ddp.by_hand", "argv": list(by_hand.arguments(path, step))}))
+    logs = tmp / "logs"
+    logs.mkdir()
+    driver = Path(__file__).with_name("workers_in_one_launch.py")
+    node = L.launch(L.LaunchSpec(nproc_per_node=2, script=str(driver), timeout_s=600,
+                                 args=("-", str(tmp / "out"), str(logs), "60", *specs)), on_line=None)
+    assert node.ok, node.error
+    verdicts = {}
+    for i, (label, step, _) in enumerate(jobs):
+        rcs = [(logs / f"{i}.rank{r}.rc").read_text() for r in (0, 1)]
+        lines = tuple(line for r in (0, 1) for line in (logs / f"{i}.rank{r}.log").read_text().splitlines())
+        timed_out = "timeout" in rcs
+        res = L.LaunchResult(node.command, None if timed_out else max(abs(int(rc)) for rc in rcs), timed_out,
+                             node.wall_s, lines, L.parse_results(lines))
+        verdicts[label] = nb05._sync_verdict(paths[i], step, res)
+    return verdicts
+
+
 @pytest.mark.parametrize("step", ["each", "bucketed", "overlapped"])
-def test_the_reference_passes_each_step_against_ddp(tmp_path, step):
+def test_the_reference_passes_each_step_against_ddp(launched, step):
+    res = launched[f"reference {step}"]
+    assert res.passed and res.value.name == "my_sync.py", res.message
+
+
+def test_the_check_launches_its_own_ranks_end_to_end(tmp_path):
     path = tmp_path / "my_sync.py"
     path.write_text(SOLUTION)
-    res = nb05.check_sync(path, step)
-    assert res.passed and res.value == path, res.message
+    res = nb05.check_sync(path, "overlapped")
+    assert res.passed and res.value == path and "started during backward" in res.message, res.message
 
 
 def test_a_file_not_written_yet_is_not_done_and_carries_on_with_the_reference(tmp_path):
@@ -85,12 +128,10 @@ def test_a_file_not_written_yet_is_not_done_and_carries_on_with_the_reference(tm
 
 
 @pytest.mark.parametrize("wrong", list(WRONG))
-def test_known_wrong_answers_are_refused_with_what_they_did(tmp_path, wrong):
-    step, text, why = WRONG[wrong]
-    path = tmp_path / "my_sync.py"
-    path.write_text(text)
-    res = nb05.check_sync(path, step, timeout_s=60)
-    assert res.status == "failed" and why in res.message, res.message
+def test_known_wrong_answers_are_refused_with_what_they_did(launched, wrong):
+    res = launched[wrong]
+    assert res.status == "failed" and WRONG[wrong][2] in res.message, res.message
+    assert res.value.read_text() == SOLUTION  # the reference, to carry on with
 
 
 def test_a_step_that_is_not_one_of_the_three_is_refused_with_the_three():

@@ -991,7 +991,7 @@ def _class_ceilings():
 
 
 @pytest.fixture(scope="module")
-def judged_class(tmp_path_factory):
+def judged_class(tmp_path_factory, warm_start_cache):
     """Every class-mode attempt, and the honest classic loop beside them, judged in one session at smoke scale into a
     leaderboard of their own."""
     folder = tmp_path_factory.mktemp("hostile_class")
@@ -1003,7 +1003,7 @@ def judged_class(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HELPERS_SCALE", "smoke")
         mp.setenv("HELPERS_RESULTS", str(folder.parent / "results"))
-        mp.setenv("HELPERS_CACHE", str(folder.parent / "cache"))
+        mp.setenv("HELPERS_CACHE", str(warm_start_cache(folder.parent / "cache")))
         # a board of this class's own (the default path is read once per process: an earlier test's class is on it)
         board = folder.parent / "results" / "class-board.sqlite"
         res = classroom.judge_class(folder, out_dir=folder.parent / "judged", time_limit_s=240,

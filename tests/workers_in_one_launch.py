@@ -10,11 +10,16 @@ the arguments the exercise's check gives (``OUT/<i>/node<NODE>``), but a MASTER_
 child hosts a new store: a process group made again on the agent's store would find the previous one's keys there.
 Script ``i``'s stdout and stderr go to ``LOGS/<i>.node<NODE>.log``, its exit status to ``LOGS/<i>.node<NODE>.rc``
 ("timeout" when it outlived TIMEOUT_S and was killed).
+
+A job may also be a module with its own arguments, given as JSON (``{"module": "helpers.ddp.by_hand", "argv":
+[...]}``): run as ``python -m`` would. On one node of several ranks (``--nproc-per-node 2``), NODE ``-`` names each
+rank's files by its rank instead: ``LOGS/<i>.rank<RANK>.log`` and ``.rc``.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import runpy
 import signal
@@ -29,17 +34,25 @@ from torch.utils.data import DataLoader  # noqa: F401
 from helpers.ddp.launch import free_port
 
 
-def _run_child(path: str, argv: list[str], log: Path, port: str) -> None:
-    """In the forked child: run the script as ``__main__`` with its output in ``log``; never return."""
+def _run_child(job: str, argv: list[str], log: Path, port: str) -> None:
+    """In the forked child: run the script (or the module a JSON job names, with its own arguments) as ``__main__``
+    with its output in ``log``; never return."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.environ["MASTER_PORT"] = port
     os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)  # rank 0's child hosts the store at MASTER_PORT
-    sys.argv = [path, *argv]
+    module = None
+    if job.startswith("{"):
+        spec = json.loads(job)
+        module, argv = spec["module"], list(spec["argv"])
+    sys.argv = [module or job, *argv]
     code = 0
     try:
-        runpy.run_path(path, run_name="__main__")
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(job, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
     except BaseException:
@@ -65,6 +78,7 @@ def _wait(pid: int, timeout_s: float) -> str:
 def main(node: str, out: str, logs: str, timeout_s: str, *paths: str) -> None:
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                           timeout=datetime.timedelta(seconds=float(timeout_s)))  # the agent's: to agree on ports
+    tag = f"rank{os.environ['RANK']}" if node == "-" else f"node{node}"
     for i, path in enumerate(paths):
         if os.environ["RANK"] == "0":
             store.set(f"workers_in_one_launch/{i}", str(free_port()))
@@ -72,8 +86,8 @@ def main(node: str, out: str, logs: str, timeout_s: str, *paths: str) -> None:
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            _run_child(path, [str(Path(out) / str(i) / f"node{node}")], Path(logs) / f"{i}.node{node}.log", port)
-        (Path(logs) / f"{i}.node{node}.rc").write_text(_wait(pid, float(timeout_s)))
+            _run_child(path, [str(Path(out) / str(i) / tag)], Path(logs) / f"{i}.{tag}.log", port)
+        (Path(logs) / f"{i}.{tag}.rc").write_text(_wait(pid, float(timeout_s)))
 
 
 if __name__ == "__main__":

@@ -58,12 +58,17 @@ def _initialised(image_size: int, seed: int) -> tuple[dict, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, torch.get_rng_state()
 
 
-@functools.lru_cache(maxsize=4)
-def _warm_state(image_size: int, dataset_size: int, images: int, data_seed: int, seed: int) -> dict:
+def _warm_path(image_size: int, dataset_size: int, images: int, data_seed: int, seed: int) -> Path:
+    """Where the data cache keeps these warm-start weights."""
     # the CPU's instruction set in the key: weights trained with AVX-512's rounding are not reused under AVX2
     isa = torch.backends.cpu.get_cpu_capability()
     key = f"warm-start-{torch.__version__}-{isa}-s{image_size}-n{dataset_size}-i{images}-d{data_seed}-seed{seed}.pt"
-    path = _data.cache_dir() / "challenge" / key
+    return _data.cache_dir() / "challenge" / key
+
+
+@functools.lru_cache(maxsize=4)
+def _warm_state(image_size: int, dataset_size: int, images: int, data_seed: int, seed: int) -> dict:
+    path = _warm_path(image_size, dataset_size, images, data_seed, seed)
     if path.exists():
         try:
             return torch.load(path, map_location="cpu", weights_only=True)

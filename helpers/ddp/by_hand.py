@@ -43,7 +43,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..models import ReferenceCNN
 from .protocol import report, shutdown
 
-__all__ = ["STEPS", "RTOL", "Recorder", "run", "main"]
+__all__ = ["STEPS", "RTOL", "Recorder", "run", "arguments", "main"]
 
 #: The three steps, in the order 05 asks for them: (name, what the learner's file defines for it).
 STEPS = {"each": "sync_each(model)", "bucketed": "sync_bucketed(model, bucket_mb)",
@@ -269,12 +269,19 @@ def run(path: str | Path, step: str, *, nproc: int = 2, backend: str = "gloo", b
     """
     from .launch import LaunchSpec, launch
 
-    if step not in STEPS:
-        raise ValueError(f"step={step!r}: one of {', '.join(STEPS)}.")
-    args = (str(path), step, "--backend", backend, "--bucket-mb", str(bucket_mb), "--image-size", str(image_size),
-            "--batch", str(batch), *(["--time"] if time_steps else []))
+    args = arguments(path, step, backend=backend, bucket_mb=bucket_mb, time_steps=time_steps, image_size=image_size,
+                     batch=batch)
     return launch(LaunchSpec(nproc_per_node=nproc, module="helpers.ddp.by_hand", args=args, timeout_s=timeout_s),
                   on_line=on_line)
+
+
+def arguments(path: str | Path, step: str, *, backend: str = "gloo", bucket_mb: float = 1.0, time_steps: bool = False,
+              image_size: int = 32, batch: int = 4) -> tuple[str, ...]:
+    """The command line each rank of :func:`run` is given (``python -m helpers.ddp.by_hand`` and these)."""
+    if step not in STEPS:
+        raise ValueError(f"step={step!r}: one of {', '.join(STEPS)}.")
+    return (str(path), step, "--backend", backend, "--bucket-mb", str(bucket_mb), "--image-size", str(image_size),
+            "--batch", str(batch), *(["--time"] if time_steps else []))
 
 
 def main(argv: list[str] | None = None) -> int:

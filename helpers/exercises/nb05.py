@@ -449,7 +449,15 @@ def check_sync(path: str | Path, step: str, *, bucket_mb: float = 1.0, timeout_s
         return path
     if _still_handed_out(path, step):  # known without starting two ranks (about 14 s each on a small host)
         return not_done(name, solution_sync(), f"Write {STEPS[step]} in your file, then run this cell again.")
-    res = run(path, step, bucket_mb=bucket_mb, timeout_s=timeout_s)
+    return _sync_verdict(path, step, run(path, step, bucket_mb=bucket_mb, timeout_s=timeout_s))
+
+
+def _sync_verdict(path: Path, step: str, res) -> CheckResult:
+    """What the two ranks' launch (``res``, a :class:`~helpers.ddp.launch.LaunchResult`) says of ``step`` of the file
+    at ``path``: passed, not done, or failed with the first rank's reason."""
+    from ..ddp.by_hand import STEPS
+
+    name = _SYNC_NAMES[step]
     ranks = sorted(res.results, key=lambda r: r.get("rank", 0))
     if len(ranks) < 2:
         why = res.error or "the ranks reported nothing"
