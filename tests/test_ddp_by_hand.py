@@ -73,7 +73,7 @@ WRONG["everything after backward"] = ("overlapped", WRONG["everything after back
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory) -> dict[tuple[str, str], nb05.CheckResult]:
+def launched(tmp_path_factory) -> dict[str, nb05.CheckResult]:
     """The check's verdict on the reference's three steps and on each known-wrong file, all run in one launch of two
     gloo ranks (tests/workers_in_one_launch.py: each job forked from ranks that started once, about 12 s saved a
     job); the job's ranks get the arguments the check gives them (by_hand.arguments). One check below launches
