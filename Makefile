@@ -1,6 +1,8 @@
 # gpu-perf-lab: the two commands a newcomer needs, and the GPU run.
 #   make lab       open the curriculum in JupyterLab (sets up .venv on first use)
-#   make test      unit tests + every notebook at smoke scale (what CI runs)
+#   make test      the quick unit tests + every notebook at smoke scale (a newcomer's check)
+#   make test-slow the slow tier: the class judge against hostile code, launches of ranks, the browser checks
+#   make test-all  both (what CI runs: .ci/run)
 #   make test-gpu  every notebook at full scale on a GPU node; writes results/<gpu>.json
 #   make preview PROFILE=t4   every notebook at full scale as a learner's smaller machine sees it (a T4 with 2 cores;
 #                             PROFILE=two-core: this GPU with 2 cores); writes results/<gpu>.<profile>.json
@@ -15,7 +17,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-unit test-notebooks test-gpu preview export-html time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
+.PHONY: lab test test-all test-slow test-unit test-notebooks test-gpu preview export-html time-smoke time-smoke-avx2 time-fresh-clone wheelhouse clean
 
 # The slower CPU many learners have: no AVX-512, so no bf16 instructions.
 AVX2_ONLY := ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -30,8 +32,14 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-unit test-notebooks
 
 test-unit: $(STAMP)
+	HELPERS_SCALE=smoke $(PY) -m pytest -q -m "not slow" tests
+
+test-slow: $(STAMP)
 	scripts/ensure_browser.sh
-	HELPERS_SCALE=smoke $(PY) -m pytest -q tests
+	HELPERS_SCALE=smoke $(PY) -m pytest -q -m slow tests
+
+test-all: $(STAMP)
+	$(MAKE) --no-print-directory test test-slow
 
 test-notebooks: $(STAMP)
 	HELPERS_SCALE=smoke $(PY) -m pytest -q --nbval-lax --nbval-current-env notebooks

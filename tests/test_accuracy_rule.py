@@ -133,6 +133,7 @@ def test_rules_without_a_target_compare_with_the_sessions_baseline_and_say_so():
 
 
 # -- smoke scale: runs that learn ---------------------------------------------------------------------------------
+@pytest.mark.slow  # trains the smoke baseline and a diverged run: `make test-slow`
 def test_smoke_runs_start_warm_so_the_baseline_ends_well_above_chance_and_a_diverged_run_is_refused():
     from fakes import tiny_session
 

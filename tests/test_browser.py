@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "build" / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed: 'make test' installs it (scripts/ensure_browser.sh)",
-)
+pytestmark = [
+    pytest.mark.slow,  # opens JupyterLab in a headless browser: `make test-slow`
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: 'make test-slow' installs it "
+                       "(scripts/ensure_browser.sh)"),
+]
 
 CELLS = [
     "import time\nfrom helpers.monitor import Monitor\n"

@@ -19,6 +19,8 @@ from helpers.challenge import classroom, sandbox
 from helpers.challenge import isolation
 from helpers.challenge.isolation import Watched
 
+pytestmark = pytest.mark.slow  # judges a class: a session process per file: `make test-slow`
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "class"
 

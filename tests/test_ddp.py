@@ -18,6 +18,8 @@ from helpers.ddp import Variant, overlap, scaling
 from helpers.ddp import launch as L
 from helpers.models import ReferenceCNN
 
+pytestmark = pytest.mark.slow  # launches groups of gloo ranks: `make test-slow`
+
 QUIET = dict(on_line=None)
 SMALL = ("--image-size", "32", "--batch", "4")
 VARIANTS = [Variant("synced", 4), Variant("local", 4, sync="none"), Variant("accumulated", 4, accumulate=2, sync="last")]

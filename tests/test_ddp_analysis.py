@@ -15,6 +15,8 @@ from helpers.ddp import launch as L
 from helpers.ddp.scaling import RunStats
 from helpers.exercises import nb05
 
+pytestmark = pytest.mark.slow  # launches groups of gloo ranks: `make test-slow`
+
 
 def _stats(label, world, batch, step_ms, ddp=True):
     return RunStats(label, world, batch, batch, step_ms, step_ms * 0.9, step_ms * 1.1, ddp)

@@ -12,6 +12,8 @@ from helpers.ddp import by_hand
 from helpers.ddp import launch as L
 from helpers.exercises import nb05
 
+pytestmark = pytest.mark.slow  # launches groups of gloo ranks: `make test-slow`
+
 SOLUTION = nb05.SYNC_SOLUTION
 
 SKELETON = '''

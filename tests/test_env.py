@@ -72,6 +72,7 @@ def test_compile_backend_is_inductor_on_a_gpu_and_aot_eager_on_a_cpu():
     assert env.compile_backend() == ("inductor" if env.has_cuda() else "aot_eager")
 
 
+@pytest.mark.slow  # compiles in two child processes: `make test-slow`
 def test_a_run_limited_to_avx2_keeps_its_own_compile_cache():
     """Inductor's cache does not key its CPU kernels by ATEN_CPU_CAPABILITY: sharing one cache between an AVX-512
     run and an AVX2-limited run on one machine gave wrong numbers, so a limited run gets a cache of its own."""

@@ -36,10 +36,11 @@ EXPORTS = sorted((ROOT / "exports").glob("*.html"))
 VIEWPORT = {"width": 1280, "height": 800}  # a typical laptop
 LOCAL = ("data:", "blob:", "about:")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed: 'make test' installs it (scripts/ensure_browser.sh)",
-)
+pytestmark = [
+    pytest.mark.slow,  # opens every export in a headless browser: `make test-slow`
+    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed: 'make test-slow' installs it "
+                       "(scripts/ensure_browser.sh)"),
+]
 
 #: Runs in the page once it has loaded: every figure (decoded, drawn, its tick labels) and every block too wide.
 INSPECT = r"""async ({maxDecade}) => {

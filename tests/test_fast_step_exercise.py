@@ -4,6 +4,7 @@ misses, with what to change."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -58,6 +59,7 @@ def test_the_reference_step_passes_on_fresh_batches():
     assert res.passed and "compiled" in res.message and "on a GPU" in res.message, res.message
 
 
+@pytest.mark.slow  # trains each known-wrong step: `make test-slow`
 def test_each_missing_part_is_refused_with_what_to_change():
     for fn, says in ((lambda m, o: nb03.eager_step(m, o, dtype=BF16), "weights are still NCHW"),
                      (compiled_in_nchw, "weights are still NCHW"),

@@ -292,6 +292,7 @@ def test_a_cell_that_prints_a_ratio_of_what_was_not_measured_fails_and_words_tha
     assert conftest.not_a_number_printed(out("a financial nanny in 3 s; 12.5× the baseline")) == []
 
 
+@pytest.mark.slow  # profiles in a child process: `make test-slow`
 def test_the_profiler_writes_nothing_on_stderr_once_the_helpers_are_imported():
     import subprocess
     import sys

@@ -45,6 +45,8 @@ from fakes import tiny_session
 from test_judging import FAST, TINY, spot_at  # noqa: F401 - the tiny challenge, and the spot check's step fixed
 from test_to_target import EASY, HARD, sgd
 
+pytestmark = pytest.mark.slow  # judges the hostile catalogue in sandboxed child processes: `make test-slow`
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every attempt of the catalogue: (the judge it is made on, what it does).

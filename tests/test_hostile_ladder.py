@@ -18,6 +18,8 @@ from helpers.challenge.harness import Submission, judge
 
 from test_judging import FAST, TINY, baseline, session  # noqa: F401 - the same tiny challenge and its fixtures
 
+pytestmark = pytest.mark.slow  # judges hostile rungs in sandboxed child processes: `make test-slow`
+
 
 class _AnswersWithLabels(nn.Module):
     """Honest on the check's batches; in evaluation mode, on a batch of the held-out set's size (the evaluation's

@@ -35,6 +35,8 @@ from test_hostile_catalogue import _one_batch, _same_weights, evaluated, session
 from test_judging import TINY
 from test_to_target import EASY, HARD, sgd
 
+pytestmark = pytest.mark.slow  # judges hostile files in sandboxed child processes: `make test-slow`
+
 SMOKE = Rules.at_scale("smoke")
 ZERO = AccuracyTarget("zero", (0.0, 0.0), device="test", date="today")  # threshold 0: in the board's range (EASY's is not)
 

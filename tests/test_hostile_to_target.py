@@ -17,6 +17,8 @@ from helpers.challenge.to_target import judge_training
 
 from test_to_target import EASY, TINY, sgd, session  # noqa: F401 - the same tiny challenge and its fixture
 
+pytestmark = pytest.mark.slow  # judges hostile training in sandboxed child processes: `make test-slow`
+
 
 def _sleep(s: float) -> None:
     time.sleep(s)

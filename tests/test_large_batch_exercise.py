@@ -13,6 +13,8 @@ import torch
 from helpers import large_batch as lb
 from helpers.exercises import nb04
 
+pytestmark = pytest.mark.slow  # trains several runs to a held-out accuracy: `make test-slow`
+
 SETUP = lb.setup_for("smoke")
 
 

@@ -660,6 +660,7 @@ def test_an_interrupted_write_rolls_back_and_names_the_file(tmp_path, monkeypatc
 
 # -- concurrent writers, the file's places, the committed file ---------------------------------------------
 
+@pytest.mark.slow  # starts and kills writer processes: `make test-slow`
 @pytest.mark.parametrize("method", [None, "spawn"])  # by default a fork server where the platform has one
 def test_concurrent_writers_lose_nothing_and_a_killed_writer_leaves_nothing(tmp_path, method):
     db = tmp_path / "lb.sqlite"
@@ -688,6 +689,7 @@ def test_smoke_runs_go_to_the_ignored_local_folder(monkeypatch, tmp_path):
     assert lb.default_path("full") == tmp_path / "leaderboard.sqlite"
 
 
+@pytest.mark.slow  # starts and kills a writer process: `make test-slow`
 def test_a_file_whose_only_writer_died_reads_as_empty(tmp_path):
     import multiprocessing
 

@@ -189,6 +189,7 @@ def budget():
     return nb04.memory_budget(base_batch=64, factor=2, image_size=32, device="cpu")
 
 
+@pytest.mark.slow  # trains every plan side by side: `make test-slow`
 def test_memory_plans_side_by_side_the_fastest_that_fits_is_the_answer_and_wrong_lists_say_why(budget):
     P = nb04.MemoryPlan
     res = nb04.check_memory_plans([P(64, "bf16", False, 2), P(128, "bf16", True, 1), P(128, "fp32")], budget=budget,
@@ -248,6 +249,7 @@ def _clip_before_unscale(model, optimizer, scaler, micro_batches, *, dtype, max_
     optimizer.zero_grad()
 
 
+@pytest.mark.slow  # trains the reference in bf16 on a CPU: `make test-slow`
 def test_amp_reference_passes_in_bf16():
     res = nb04.check_amp_step(nb04.amp_step, nb04.amp_plan(), device="cpu", seed=1, steps=10)
     assert res.passed, res.message

@@ -95,6 +95,7 @@ def _outcomes(proc, notebook: str) -> list[str]:
             and line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS"))]
 
 
+@pytest.mark.slow  # runs nbval on notebooks in a child pytest (nbval_run): `make test-slow`
 def test_gpu_run_keeps_executed_notebooks_and_timings(nbval_run):
     import nbformat
 
@@ -113,6 +114,7 @@ def test_gpu_run_keeps_executed_notebooks_and_timings(nbval_run):
     assert "notebook run times" in proc.stdout  # every notebook run ends with its times
 
 
+@pytest.mark.slow  # runs nbval on notebooks in a child pytest (nbval_run): `make test-slow`
 def test_a_cell_that_shows_a_table_of_raw_floats_fails(nbval_run):
     proc, keep = nbval_run
     assert _outcomes(proc, "tables") == ["PASSED", "FAILED"], proc.stdout + proc.stderr
@@ -121,8 +123,10 @@ def test_a_cell_that_shows_a_table_of_raw_floats_fails(nbval_run):
     assert [c["passed"] for c in cells] == [True, False]  # the readable table passes, the raw one fails
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+def test_ci_runs_the_readme_test_command_then_the_slow_tier():
     readme = (ROOT / "README.md").read_text()
-    assert "make test" in readme and "make lab" in readme
+    assert "make test" in readme and "make lab" in readme and "make test-slow" in readme
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == "make test"
+    assert ci[-2:] == ["make test", "make test-slow"]
+    make = (ROOT / "Makefile").read_text()
+    assert '-m "not slow" tests' in make and "-m slow tests" in make  # the two tiers together are the whole suite

@@ -14,6 +14,8 @@ import pytest
 
 from helpers.challenge import sandbox
 
+pytestmark = pytest.mark.slow  # starts sandboxed child processes: `make test-slow`
+
 LANDLOCK = sandbox.landlock_abi()
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason="this kernel has no Landlock (the judge falls back on hashes)")
 

@@ -22,6 +22,8 @@ from helpers.challenge.training_data import HandOut, RehearsalOver, TrainingData
 
 from fakes import tiny_challenge, tiny_session
 
+pytestmark = pytest.mark.slow  # judges training runs in child processes: `make test-slow`
+
 TINY, _ = tiny_challenge()
 EASY = AccuracyTarget("test", (0.02, 0.04), device="test", date="today")  # threshold below 0: any run reaches it
 HARD = AccuracyTarget("test", (1.0, 1.0), device="test", date="today")  # 100%: no run reaches it
