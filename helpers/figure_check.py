@@ -249,6 +249,8 @@ def _placed_far(layout: dict, axes: dict, data: dict[str, list[float]]) -> list[
                         out.append((text, f"the {kind} '{text}' on the log axis '{name}' sits at {shown}, which "
                                           f"plotly draws at 10^{v:g} while the data run 10^{lo:.3g}…10^{hi:.3g}: {fix}"))
                 continue
+            if axis.get("type") == "category":  # a shape's coordinate is a category's position (0, 1, ...), not a value
+                continue
             vals = data.get(key, [])
             if not vals:
                 continue

@@ -37,6 +37,7 @@ __all__ = [
     "grid",
     "best_spec",
     "heatmap",
+    "pinning_reading",
     "worker_sweep",
     "worker_sweep_figure",
     "worker_sweep_table",
@@ -217,6 +218,33 @@ def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa:
     return LoaderSpec(int(row.batch_size), int(row.num_workers), bool(row.pin_memory))
 
 
+def pinning_reading(df: "pandas.DataFrame") -> str:  # noqa: F821
+    """What pinning did in a :func:`grid`: pinned ÷ pageable in each batch × workers cell, the median over batch
+    sizes with no workers and with the most, and the cells where pinning was slower. A cell a time box cut short
+    has no pair: it is left out, and a median with nothing to take reads "not measured" (never "nan%").
+
+        print(loaders.pinning_reading(grid_df))
+    """
+    pairs = df.pivot_table(index=["batch_size", "num_workers"], columns="pin_memory", values="img_per_s")
+    if True not in pairs.columns or False not in pairs.columns:
+        return "pinning: not measured (the grid's time box ended before a cell was measured both ways)"
+    gain = (pairs[True] / pairs[False] - 1).dropna()
+    most = int(df.num_workers.max())
+
+    def median_at(workers: int) -> str:
+        g = gain[gain.index.get_level_values("num_workers") == workers]
+        return f"{g.median():+.0%}" if len(g) else "not measured (the grid's time box cut it short)"
+
+    lines = [f"pinning, median over batch sizes of pinned ÷ pageable: {median_at(0)} with 0 workers, "
+             f"{median_at(most)} with {most} workers"]
+    if len(gain):
+        (worst_b, worst_w), worst = gain.idxmin(), gain.min()
+        lines.append(f"pinning was slower in {int((gain < 0).sum())} of the grid's {len(gain)} batch × workers cells "
+                     f"measured both ways" + (f"; most at batch {worst_b} with {worst_w} workers ({worst:+.0%})"
+                                              if worst < 0 else ""))
+    return "\n".join(lines)
+
+
 def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)"):  # noqa: F821
     """Batch size × workers heatmaps, one panel per pin_memory setting, the best cell outlined and starred (★)."""
     import plotly.graph_objects as go
@@ -242,7 +270,8 @@ def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)")
             fig.add_shape(type="rect", x0=bj - 0.5, x1=bj + 0.5, y0=bi - 0.5, y1=bi + 0.5, row=1, col=i,
                           line=dict(color="red", width=3), fillcolor="rgba(0,0,0,0)")
     fig.update_xaxes(title_text="num_workers", type="category")
-    fig.update_yaxes(title_text="batch size", type="category", row=1, col=1)
+    fig.update_yaxes(type="category")  # every panel's: the outline's coordinates are category positions
+    fig.update_yaxes(title_text="batch size", row=1, col=1)
     fig.update_layout(title=title, height=380)
     return fig
 

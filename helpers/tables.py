@@ -39,7 +39,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_over", "not_a_number_figures", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -102,6 +102,32 @@ def times_over(rate: float, base: float, what: str = "the baseline") -> str:
     if not (math.isfinite(rate) and math.isfinite(base) and base > 0):
         return f"no ratio to {what} (a figure of it was not measured in this run)"
     return f"{times(rate / base)} {what}"
+
+
+#: What a sentence says in place of a rate a time box cut short (NaN).
+NOT_MEASURED_HERE = "not measured here (a time box cut its run short)"
+
+
+def rate_text(v: float, unit: str = "img/s") -> str:
+    """A measured rate as "1,234 img/s", or, where a time box cut its run short (NaN), words that say so: never
+    "nan img/s" in a sentence.
+
+    >>> rate_text(1234.4), rate_text(float("nan"))
+    ('1,234 img/s', 'not measured here (a time box cut its run short)')
+    """
+    return f"{v:,.0f} {unit}" if math.isfinite(v) else NOT_MEASURED_HERE
+
+
+def rate_of_text(v: float, ceiling: float, what: str = "the ceiling", unit: str = "img/s") -> str:
+    """A measured rate with its share of ``ceiling``: "1,234 img/s (62% of the ceiling)", or :func:`rate_text`'s words
+    where either was not measured.
+
+    >>> rate_of_text(1234.4, 2000.0), rate_of_text(float("nan"), 2000.0)
+    ('1,234 img/s (62% of the ceiling)', 'not measured here (a time box cut its run short)')
+    """
+    if not (math.isfinite(v) and math.isfinite(ceiling) and ceiling > 0):
+        return rate_text(v if math.isfinite(ceiling) and ceiling > 0 else float("nan"), unit)
+    return f"{rate_text(v, unit)} ({v / ceiling:.0%} of {what})"
 
 
 #: A number that is not one (NaN, inf) printed with a unit, as a measured figure would be: "nan× the baseline",

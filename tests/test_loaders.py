@@ -204,3 +204,25 @@ def test_the_worker_sweep_says_what_its_own_numbers_show_past_the_cores_and_for_
     same = loaders.worker_sweep_reading(_sweep({0: 500, 1: 510, 2: 1200, 3: 1210}, 2), cores=2)
     assert "about the same" in same and "about what no workers read" in same
     assert loaders.worker_sweep_reading(_sweep({2: 1200, 4: 1500}, 4), cores=4) == ""  # nothing past, no 0 and 1
+
+
+def test_a_grid_cut_short_reads_pinning_as_not_measured_and_draws_its_one_batch_size():
+    """02 with its time boxes shrunk: one batch size measured, the most workers only pageable. The pinning sentence
+    said "+nan%", and the best cell's outline (category position 0) was read as sitting far from batch size 32."""
+    import pandas as pd
+
+    from helpers import figure_check
+    from helpers.tables import not_a_number_figures
+
+    cut = pd.DataFrame({"batch_size": [32] * 5, "num_workers": [0, 0, 4, 4, 15],
+                        "pin_memory": [False, True, False, True, False],
+                        "img_per_s": [1204.0, 1177.0, 2157.0, 2336.0, 4269.0]})
+    said = loaders.pinning_reading(cut)
+    assert not_a_number_figures(said) == [] and "-2% with 0 workers" in said
+    assert "not measured (the grid's time box cut it short) with 15 workers" in said
+    assert "slower in 1 of the grid's 2 batch × workers cells measured both ways; most at batch 32 with 0 workers" in said
+    assert figure_check.problems(loaders.heatmap(cut)) == []
+    one_way = cut[~cut.pin_memory]
+    assert "pinning: not measured" in loaders.pinning_reading(one_way)
+    faster = cut.assign(img_per_s=[1000.0, 1100.0, 2000.0, 2300.0, 4000.0])
+    assert "slower in 0 of" in loaders.pinning_reading(faster) and "most at" not in loaders.pinning_reading(faster)

@@ -1,5 +1,5 @@
-"""The fused ReLU + 2×2 max-pool (helpers/kernels/relu_pool_triton.py) on a CPU, through Triton's interpreter:
-forward and backward equal to PyTorch's two ops, bit for bit, in both layouts, in fp32 and bf16, with ties and
+"""The fused ReLU + 2×2 max-pool (helpers/kernels/relu_pool_triton.py) on a CPU, both ways a CPU runs it (the Triton
+kernels through Triton's interpreter, and the same function in PyTorch's ops): forward and backward equal to PyTorch's two ops, bit for bit, in both layouts, in fp32 and bf16, with ties and
 odd sides, whether its backward reads the kept input or the argmax its forward wrote; a ReferenceCNN with it fused
 computes the same function with the same gradients."""
 
@@ -10,6 +10,14 @@ import torch
 
 from helpers import models
 from helpers.kernels import relu_pool_triton as rp
+
+
+@pytest.fixture(autouse=True, params=["interpreter", "pytorch ops"])
+def cpu_path(request, monkeypatch):
+    """Every test, once with the Triton kernels in the interpreter and once with the CPU's PyTorch ops."""
+    monkeypatch.setenv("HELPERS_TRITON_ON_CPU", "1" if request.param == "interpreter" else "0")
+    assert rp.on_cpu() == request.param
+    return request.param
 
 
 @pytest.mark.parametrize("keep", rp.KEEPS)
@@ -108,3 +116,12 @@ def test_a_reference_cnn_with_the_fused_op_is_the_same_function(padded, keep):
         torch.testing.assert_close(grad, b.grad, rtol=1e-6, atol=1e-7, msg=lambda m, name=name: f"{name}: {m}")
     with pytest.raises(TypeError, match="ReferenceCNN"):
         rp.fuse_relu_pool(torch.nn.Linear(2, 2))
+
+
+def test_the_ladder_says_what_runs_the_fused_op_on_a_cpu_beside_the_rung_that_brings_it(cpu_path):
+    from helpers.challenge import ladder
+
+    notes = {r.name: r.slow_on_cpu for r in ladder.ladder("smoke") if r.slow_on_cpu}
+    assert list(notes) == ["+ custom kernels"]  # not the later rungs, which keep the op and change something else
+    assert ("interpreter" in notes["+ custom kernels"]) == (cpu_path == "interpreter")
+    assert ("several PyTorch ops" in notes["+ custom kernels"]) == (cpu_path == "pytorch ops")

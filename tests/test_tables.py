@@ -205,3 +205,13 @@ def test_a_run_to_the_target_reads_its_time_images_and_why_a_cpu_has_no_mfu():
     assert (row["time to target s"], row["images"], row["accuracy %"], row["target accuracy %"]) == (
         "2.02", "49,152", "86.1", "78.3")
     assert any("MFU is not meaningful on a CPU" in n for n in t.notes)
+
+
+@pytest.mark.parametrize("v,ceiling", [(float("nan"), 2000.0), (1234.0, float("nan")), (1234.0, 0.0)])
+def test_a_rate_a_time_box_cut_reads_as_not_measured_never_nan(v, ceiling):
+    from helpers.tables import NOT_MEASURED_HERE, not_a_number_figures, rate_of_text, rate_text
+
+    said = f"pageable: {rate_of_text(v, ceiling)}; one worker: {rate_text(float('nan'))}"
+    assert not_a_number_figures(said) == [] and NOT_MEASURED_HERE in said
+    assert rate_of_text(1234.4, 2000.0) == "1,234 img/s (62% of the ceiling)"
+    assert rate_text(2.5e3, "GB/s") == "2,500 GB/s"

@@ -1,7 +1,6 @@
 """Honest, and slow on a GPU: the classic training loop of 01 (each image resized by PIL on the CPU, a sync after
 every copy and step, fp32), as 06 hands it to the learner, trained for one epoch of the training set: the recipe the
-accuracy target was measured on. At smoke scale on a CPU, where the reference solution's fused kernel runs in
-Triton's interpreter, it is the quicker of the two."""
+accuracy target was measured on."""
 from helpers.challenge.recipes import classic_training
 
 NAME = "the classic loop"

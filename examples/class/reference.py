@@ -1,5 +1,5 @@
-"""Honest: the reference solution, unchanged (the answer key of 06's exercise). On a GPU it is the fastest here; at
-smoke scale on a CPU its fused kernel runs in Triton's interpreter, and the classic loop beats it."""
+"""Honest: the reference solution, unchanged (the answer key of 06's exercise). On a GPU it is the fastest here; on a
+CPU its fused bias, ReLU and pool run as PyTorch's ops (the same function: Triton has no CPU backend)."""
 from helpers.challenge.recipes import reference_build, reference_training
 from helpers.challenge.rules import Rules
 

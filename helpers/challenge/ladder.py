@@ -60,6 +60,14 @@ class Rung:
 #: before them in the same call, or than the baseline), not two sections later.
 _INTERPRETED = ("slow here because, with no GPU, Triton's interpreter runs the fused kernels one "
                 "program at a time in Python (correct, and many times slower than a GPU's compiled kernel)")
+_AS_OPS = ("slower here because, with no GPU, the fused bias, ReLU and pool run as several PyTorch ops (the same "
+           "function: Triton has no CPU backend), outside the compiled graph")
+
+
+def _why_slow_on_cpu() -> str:
+    from ..kernels.relu_pool_triton import on_cpu  # imports Triton: only when the ladder is made
+
+    return _INTERPRETED if on_cpu() == "interpreter" else _AS_OPS
 
 
 def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[Rung]:
@@ -99,11 +107,12 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
         ("+ padded conv1", "conv1's input padded from 3 to 8 channels with zeros (the same function)",
          lambda c: c, _fused_padded, False),
     ]
-    rungs, cfg = [], base
+    rungs, cfg, why_slow = [], base, _why_slow_on_cpu()
     for name, adds, change, build, needs_gpu in steps:
         cfg = change(cfg)
         left_out = (final.why_final or "it changes nothing at this size") if name == "+ batch size" and kept else ""
-        slow = _INTERPRETED if build is not None else ""
+        # said beside the rung that brings the fused op in: the rungs after it keep it, so it cannot explain them
+        slow = why_slow if name == "+ custom kernels" else ""
         why = final.why_lr if name == "+ batch size" and not kept else ""
         rungs.append(Rung(name, adds, Submission(name, cfg, build_model=build), needs_gpu, left_out, slow, why))
     return rungs

@@ -31,12 +31,17 @@ Each program takes a tile of output positions × channels, so the loads run alon
 (contiguous) and the bias is loaded once per tile. Registered as opaque custom operators (``gpl::relu_maxpool2x2``
 and its backward, :func:`torch.library.custom_op`) with autograd: ``torch.compile`` calls them as they are. (Traced
 into as a ``triton_op``, Inductor's functionalisation added copies of the buffers the kernels write: about 5 ms a
-step at batch 512.) This module imports Triton; on a CPU, Triton's interpreter runs it (``helpers`` sets
-``TRITON_INTERPRET=1``): correct there, slow.
+step at batch 512.) This module imports Triton. On a CPU the operators compute the same function with PyTorch's ops (:func:`on_cpu`):
+Triton has no CPU backend, and its interpreter, which runs a kernel one program at a time in Python, took about ten
+times as long as those ops for the reference CNN's training step (a 2-core CPU, AVX2, batch 32 at 32², 2026-11-27:
+1.3 s against 0.13 s). With ``HELPERS_TRITON_ON_CPU=1`` a CPU runs the Triton kernels in the interpreter instead
+(``helpers`` sets ``TRITON_INTERPRET=1`` there): the tests check the kernels that way, and both ways against
+PyTorch's pool, bit for bit.
 """
 
 from __future__ import annotations
 
+import os
 import types
 
 import torch
@@ -46,7 +51,8 @@ import triton.language as tl
 
 from ..models import PaddedInputConv
 
-__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK_P", "KEEPS"]
+__all__ = ["relu_maxpool2x2", "relu_maxpool2x2_kernel", "relu_maxpool2x2_reference", "FusedReluPool", "fuse_relu_pool", "BLOCK_P", "KEEPS",
+           "on_cpu"]
 
 BLOCK_P = 32  # output positions per tile (× up to 64 channels: 2,048 outputs); 32 times the backward 13% faster than 16 on an H100
 _MAX_BLOCK_C = 64
@@ -176,14 +182,59 @@ def _grid(x: torch.Tensor) -> tuple[tuple[int, int], int, int]:
     return (triton.cdiv(N * (H // 2) * (W // 2), block_p), triton.cdiv(C, block_c)), block_p, block_c
 
 
+def on_cpu() -> str:
+    """What runs the operators on CPU tensors: ``"interpreter"`` (the Triton kernels in Triton's interpreter, where
+    ``HELPERS_TRITON_ON_CPU=1``) or ``"pytorch ops"`` (the same function in PyTorch's ops: the default)."""
+    return "interpreter" if os.environ.get("HELPERS_TRITON_ON_CPU") == "1" else "pytorch ops"
+
+
+def _ops_here(t: torch.Tensor) -> bool:
+    return not t.is_cuda and on_cpu() == "pytorch ops"
+
+
+def _windows(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The four values of each 2×2 window in PyTorch's scan order, in fp32 (the kernels' arithmetic); an odd side's
+    last row or column lies in no window."""
+    xf = x[:, :, : x.shape[2] // 2 * 2, : x.shape[3] // 2 * 2].float()
+    return xf[:, :, 0::2, 0::2], xf[:, :, 0::2, 1::2], xf[:, :, 1::2, 0::2], xf[:, :, 1::2, 1::2]
+
+
+def _argmax_ops(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_argmax` in PyTorch's ops: each window's first largest value and its place (0-3)."""
+    v00, v01, v10, v11 = _windows(x)
+    idx, best = torch.zeros(v00.shape, dtype=torch.uint8, device=x.device), v00
+    for k, v in ((1, v01), (2, v10), (3, v11)):
+        idx = torch.where(v > best, k, idx)
+        best = torch.maximum(best, v)
+    return idx, best
+
+
+def _bias_ops(bias: torch.Tensor | None) -> torch.Tensor | float:
+    return bias.float()[None, :, None, None] if bias is not None else 0.0
+
+
+def _scatter_ops(g: torch.Tensor, idx: torch.Tensor, shape: torch.Size, dtype: torch.dtype,
+                 fmt: torch.memory_format) -> torch.Tensor:
+    """The input gradient: each window's output gradient ``g`` at its place ``idx``, zero elsewhere."""
+    grad_x = torch.zeros(shape, dtype=torch.float32, device=g.device)
+    oh, ow = g.shape[2] * 2, g.shape[3] * 2
+    for k, (dh, dw) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        grad_x[:, :, dh:oh:2, dw:ow:2] = torch.where(idx == k, g, 0.0)
+    return grad_x.to(dtype).contiguous(memory_format=fmt)
+
+
 def _check_bias(x: torch.Tensor, bias: torch.Tensor | None) -> None:
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != x.shape[1]):
         raise ValueError(f"relu_maxpool2x2: bias must have one value per channel ({x.shape[1]}), got shape "
                          f"{tuple(bias.shape)}.")
 
 
-@torch.library.custom_op("gpl::relu_maxpool2x2", mutates_args=())
-def _forward(x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def relu_maxpool2x2_kernel(x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The forward Triton kernel, launched whatever the device (in Triton's interpreter on a CPU), no autograd: what
+    03's exercise reference runs, since the exercise is to launch a kernel.
+
+        y = relu_maxpool2x2_kernel(x, bias)   # == relu_maxpool2x2(x, bias), without its backward
+    """
     fmt = _layout(x)
     _check_bias(x, bias)
     x = x.contiguous(memory_format=fmt)  # a no-op for either dense layout; strided views are made dense
@@ -195,6 +246,16 @@ def _forward(x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
                                       C, H // 2, W // 2, *x.stride(), *y.stride(), HAS_BIAS=bias is not None,
                                       BLOCK_P=block_p, BLOCK_C=block_c)
     return y
+
+
+@torch.library.custom_op("gpl::relu_maxpool2x2", mutates_args=())
+def _forward(x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    if _ops_here(x):
+        fmt = _layout(x)
+        _check_bias(x, bias)
+        _, best = _argmax_ops(x)
+        return torch.relu(best + _bias_ops(bias)).to(x.dtype).contiguous(memory_format=fmt)
+    return relu_maxpool2x2_kernel(x, bias)
 
 
 @_forward.register_fake
@@ -212,6 +273,11 @@ def _backward(grad_y: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) 
     N, C, H, W = x.shape
     # even sides: every input element lies in one window and is written once, so no fill is needed; an odd
     # side's last row or column lies in none (the pool floors) and must read as zero
+    if _ops_here(x):
+        idx, best = _argmax_ops(x)
+        g = torch.where(best + _bias_ops(bias) > 0.0, grad_y.float(), 0.0)  # ReLU's gradient: none where max + bias ≤ 0
+        grad_b = g.sum((0, 2, 3)) if bias is not None else torch.zeros(0, device=x.device)
+        return _scatter_ops(g, idx, x.shape, x.dtype, fmt), grad_b.to(bias.dtype) if bias is not None else grad_b
     odd = H % 2 or W % 2
     grad_x = (torch.zeros_like if odd else torch.empty_like)(x, memory_format=fmt)
     grad_b = torch.zeros(C if bias is not None else 0, device=x.device, dtype=torch.float32)
@@ -251,6 +317,11 @@ def _forward_argmax(x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.T
     _check_bias(x, bias)
     x = x.contiguous(memory_format=fmt)
     N, C, H, W = x.shape
+    if _ops_here(x):
+        idx, best = _argmax_ops(x)
+        best = best + _bias_ops(bias)
+        y = torch.relu(best).to(x.dtype).contiguous(memory_format=fmt)
+        return y, torch.where(best > 0.0, idx, 4).to(torch.uint8).contiguous(memory_format=fmt)
     y = torch.empty((N, C, H // 2, W // 2), device=x.device, dtype=x.dtype, memory_format=fmt)
     code = torch.empty((N, C, H // 2, W // 2), device=x.device, dtype=torch.uint8, memory_format=fmt)
     if y.numel():
@@ -277,6 +348,10 @@ def _backward_argmax(grad_y: torch.Tensor, code: torch.Tensor, has_bias: bool, h
     code = code.contiguous(memory_format=fmt)
     grad_y = grad_y.contiguous(memory_format=fmt)  # the same shape and layout as code: the same strides
     N, C, OH, OW = code.shape
+    if _ops_here(code):
+        g = torch.where(code < 4, grad_y.float(), 0.0)
+        grad_b = g.sum((0, 2, 3)) if has_bias else torch.zeros(0, device=code.device)
+        return _scatter_ops(g, code, torch.Size((N, C, height, width)), grad_y.dtype, fmt), grad_b
     odd = height % 2 or width % 2  # an odd side's last row or column lies in no window: it must read as zero
     # made in the layout it is written in (an empty tensor made contiguous would be copied, in full, each step)
     grad_x = torch.empty((N, C, height, width), device=code.device, dtype=grad_y.dtype, memory_format=fmt)
