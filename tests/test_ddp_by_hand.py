@@ -136,6 +136,22 @@ def test_known_wrong_answers_are_refused_with_what_they_did(launched, wrong):
     assert res.value.read_text() == SOLUTION  # the reference, to carry on with
 
 
+def test_several_steps_in_one_launch_each_report_their_own_timing_and_calls(tmp_path):
+    """05's timing table: the three steps timed one after another in one process group (by_hand.run_steps)."""
+    path = tmp_path / "my_sync.py"
+    path.write_text(SOLUTION)
+    res = by_hand.run_steps({step: path for step in by_hand.STEPS}, time_steps=True, timeout_s=300)
+    assert res.ok, res.error
+    for step in by_hand.STEPS:
+        mine = [r for r in res.results if r.get("step") == step]
+        assert sorted(r["rank"] for r in mine) == [0, 1] and all(r["ok"] for r in mine), mine
+        assert mine[0]["ms_mine"] > 0 and mine[0]["ms_ddp"] > 0
+    each, bucketed = ([r for r in res.results if r.get("step") == s and r["rank"] == 0][0] for s in ("each", "bucketed"))
+    assert each["calls"][-1] > bucketed["calls"][-1]  # counted apart: one all-reduce a tensor against one a bucket
+    with pytest.raises(ValueError, match="each, bucketed, overlapped"):
+        by_hand.run_steps({"each": path, "ring": path})
+
+
 def test_a_step_that_is_not_one_of_the_three_is_refused_with_the_three():
     with pytest.raises(ValueError, match="each, bucketed, overlapped"):
         nb05.check_sync("x.py", "ring")

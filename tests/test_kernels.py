@@ -248,6 +248,7 @@ def test_graph_speedup_needs_a_gpu_and_sane_counts():
         graphs.graph_speedup(lambda: None, lambda: None, calls=0, device="cpu")
 
 
+@pytest.mark.slow  # runs a script in a process that imports torch: `make test-slow`
 def test_graph_timing_spread_script_says_it_needs_a_gpu():
     import subprocess
     import sys

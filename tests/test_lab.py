@@ -68,6 +68,7 @@ def _stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # starts JupyterLab's server: `make test-slow`
 def test_lab_serves_the_notebooks_and_explains_the_tunnel(tmp_path):
     port = _free_port()
     blocker = socket.socket()  # the port is taken: JupyterLab must move to a free one and say which

@@ -45,6 +45,7 @@ def test_a_profile_is_chosen_by_name_and_a_wrong_name_says_the_right_ones(monkey
         env.profile()
 
 
+@pytest.mark.slow  # starts processes that import torch: `make test-slow`
 def test_a_process_and_everything_it_starts_get_the_profiles_cores():
     """A one-core profile (this machine may have two): the process, torch's threads, a DataLoader worker and a
     child process all see one core."""

@@ -5,6 +5,8 @@ READMEs name each thing by what it is (the reference workload, the classic train
 and describe it where it is used.
 """
 
+import functools
+import os
 import re
 from pathlib import Path
 
@@ -23,17 +25,19 @@ OUTSIDE = {
 _SUFFIXES = {".py", ".ipynb", ".md", ".sh", ".yml", ".yaml", ".toml", ".txt", ".cfg", ""}
 
 
-def product_files() -> list[Path]:
-    """Every text file a learner or CI reads, except this test (which has to spell the words)."""
+@functools.lru_cache(maxsize=1)
+def product_files() -> tuple[Path, ...]:
+    """Every text file a learner or CI reads, except this test (which has to spell the words). The walk skips the
+    ignored folders as it goes (the virtual environment alone holds tens of thousands of files), once a session."""
     skip_dirs = {".git", ".venv", "build", "__pycache__", "local", ".whl", "runs", ".ipynb_checkpoints"}
     out = []
-    for path in ROOT.rglob("*"):
-        rel = path.relative_to(ROOT)
-        if any(part in skip_dirs or part.endswith(".egg-info") for part in rel.parts):
-            continue
-        if path.is_file() and path.suffix in _SUFFIXES and path != Path(__file__).resolve():
-            out.append(path)
-    return sorted(out)
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in skip_dirs and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix in _SUFFIXES and path != Path(__file__).resolve():
+                out.append(path)
+    return tuple(sorted(out))
 
 
 def test_the_scan_sees_the_product():
