@@ -119,14 +119,14 @@ def rate_text(v: float, unit: str = "img/s") -> str:
 
 
 def rate_of_text(v: float, ceiling: float, what: str = "the ceiling", unit: str = "img/s") -> str:
-    """A measured rate with its share of ``ceiling``: "1,234 img/s (62% of the ceiling)", or :func:`rate_text`'s words
-    where either was not measured.
+    """A measured rate with its share of ``ceiling``: "1,234 img/s (62% of the ceiling)"; the rate alone where the
+    ceiling was not measured, and :func:`rate_text`'s words where the rate was not.
 
-    >>> rate_of_text(1234.4, 2000.0), rate_of_text(float("nan"), 2000.0)
-    ('1,234 img/s (62% of the ceiling)', 'not measured here (a time box cut its run short)')
+    >>> rate_of_text(1234.4, 2000.0), rate_of_text(1234.4, float("nan")), rate_of_text(float("nan"), 2000.0)
+    ('1,234 img/s (62% of the ceiling)', '1,234 img/s', 'not measured here (a time box cut its run short)')
     """
     if not (math.isfinite(v) and math.isfinite(ceiling) and ceiling > 0):
-        return rate_text(v if math.isfinite(ceiling) and ceiling > 0 else float("nan"), unit)
+        return rate_text(v, unit)
     return f"{rate_text(v, unit)} ({v / ceiling:.0%} of {what})"
 
 

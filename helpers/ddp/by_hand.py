@@ -289,13 +289,11 @@ def run_steps(jobs: dict[str, str | Path], *, nproc: int = 2, backend: str = "gl
 
     if not jobs:
         raise ValueError("run_steps needs at least one {step: file}.")
-    first, *rest = jobs.items()
-    args = arguments(first[1], first[0], backend=backend, bucket_mb=bucket_mb, time_steps=time_steps,
-                     image_size=image_size, batch=batch)
-    for step, path in rest:
-        if step not in STEPS:
-            raise ValueError(f"step={step!r}: one of {', '.join(STEPS)}.")
-        args += ("--job", str(path), step)
+    (step, path), *rest = jobs.items()
+    args = arguments(path, step, backend=backend, bucket_mb=bucket_mb, time_steps=time_steps, image_size=image_size,
+                     batch=batch)
+    for step, path in rest:  # each checked as arguments() checks the first: the same words
+        args += ("--job", *arguments(path, step)[:2])
     return launch(LaunchSpec(nproc_per_node=nproc, module="helpers.ddp.by_hand", args=args, timeout_s=timeout_s),
                   on_line=on_line)
 

@@ -213,14 +213,16 @@ def _bias_ops(bias: torch.Tensor | None) -> torch.Tensor | float:
     return bias.float()[None, :, None, None] if bias is not None else 0.0
 
 
-def _scatter_ops(g: torch.Tensor, idx: torch.Tensor, shape: torch.Size, dtype: torch.dtype,
-                 fmt: torch.memory_format) -> torch.Tensor:
-    """The input gradient: each window's output gradient ``g`` at its place ``idx``, zero elsewhere."""
+def _grads_ops(g: torch.Tensor, idx: torch.Tensor, shape: torch.Size, dtype: torch.dtype, fmt: torch.memory_format,
+               has_bias: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both backwards in PyTorch's ops, from each window's output gradient ``g`` (fp32, zero where the ReLU stopped
+    it) and its argmax ``idx``: the input gradient (``g`` at the argmax, zero elsewhere) and the bias's (fp32)."""
     grad_x = torch.zeros(shape, dtype=torch.float32, device=g.device)
     oh, ow = g.shape[2] * 2, g.shape[3] * 2
     for k, (dh, dw) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
         grad_x[:, :, dh:oh:2, dw:ow:2] = torch.where(idx == k, g, 0.0)
-    return grad_x.to(dtype).contiguous(memory_format=fmt)
+    grad_b = g.sum((0, 2, 3)) if has_bias else torch.zeros(0, device=g.device)
+    return grad_x.to(dtype).contiguous(memory_format=fmt), grad_b
 
 
 def _check_bias(x: torch.Tensor, bias: torch.Tensor | None) -> None:
@@ -271,13 +273,13 @@ def _backward(grad_y: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) 
     x = x.contiguous(memory_format=fmt)
     grad_y = grad_y.contiguous(memory_format=fmt)
     N, C, H, W = x.shape
-    # even sides: every input element lies in one window and is written once, so no fill is needed; an odd
-    # side's last row or column lies in none (the pool floors) and must read as zero
     if _ops_here(x):
         idx, best = _argmax_ops(x)
         g = torch.where(best + _bias_ops(bias) > 0.0, grad_y.float(), 0.0)  # ReLU's gradient: none where max + bias ≤ 0
-        grad_b = g.sum((0, 2, 3)) if bias is not None else torch.zeros(0, device=x.device)
-        return _scatter_ops(g, idx, x.shape, x.dtype, fmt), grad_b.to(bias.dtype) if bias is not None else grad_b
+        grad_x, grad_b = _grads_ops(g, idx, x.shape, x.dtype, fmt, bias is not None)
+        return grad_x, grad_b.to(bias.dtype) if bias is not None else grad_b
+    # even sides: every input element lies in one window and is written once, so no fill is needed; an odd
+    # side's last row or column lies in none (the pool floors) and must read as zero
     odd = H % 2 or W % 2
     grad_x = (torch.zeros_like if odd else torch.empty_like)(x, memory_format=fmt)
     grad_b = torch.zeros(C if bias is not None else 0, device=x.device, dtype=torch.float32)
@@ -349,9 +351,8 @@ def _backward_argmax(grad_y: torch.Tensor, code: torch.Tensor, has_bias: bool, h
     grad_y = grad_y.contiguous(memory_format=fmt)  # the same shape and layout as code: the same strides
     N, C, OH, OW = code.shape
     if _ops_here(code):
-        g = torch.where(code < 4, grad_y.float(), 0.0)
-        grad_b = g.sum((0, 2, 3)) if has_bias else torch.zeros(0, device=code.device)
-        return _scatter_ops(g, code, torch.Size((N, C, height, width)), grad_y.dtype, fmt), grad_b
+        g = torch.where(code < 4, grad_y.float(), 0.0)  # code 4: the ReLU stopped the gradient
+        return _grads_ops(g, code, torch.Size((N, C, height, width)), grad_y.dtype, fmt, has_bias)
     odd = height % 2 or width % 2  # an odd side's last row or column lies in no window: it must read as zero
     # made in the layout it is written in (an empty tensor made contiguous would be copied, in full, each step)
     grad_x = torch.empty((N, C, height, width), device=code.device, dtype=grad_y.dtype, memory_format=fmt)
