@@ -40,10 +40,11 @@ __all__ = [
     "TIMELINE_COLORS",
 ]
 
-_TIMELINE_ORDER = ("annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU copies")
+#: "GPU, earlier": GPU work launched before the profiled steps and still running in them (a row only where some is)
+_TIMELINE_ORDER = ("annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU, earlier", "GPU copies")
 #: One colour per timeline row, in the notebooks' plotly timelines and the challenge report's SVG one alike.
 TIMELINE_COLORS = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
-                   "GPU kernels": "#2ca02c", "GPU copies": "#d62728"}
+                   "GPU kernels": "#2ca02c", "GPU, earlier": "#98df8a", "GPU copies": "#d62728"}
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 _ROWS = {  # trace category → timeline row
     "user_annotation": "annotations",
@@ -119,16 +120,26 @@ class KernelStats:
 
     kernels_per_step: float
     mean_kernel_us: float
-    gpu_busy_share: float  # union of kernel, copy and memset time over the profiled span
+    gpu_busy_share: float  # union of kernel, copy and memset time over the profiled span, earlier steps' included
     span_ms_per_step: float
+    # the part of gpu_busy_share the GPU spent finishing work queued before the profiled steps began: a host that
+    # runs ahead of its GPU launches steps early, and their kernels still run when the profiled steps start
+    earlier_work_share: float = 0.0
+
+    @property
+    def profiled_work_share(self) -> float:
+        """The share of the profiled time the GPU spent on the profiled steps' own kernels, copies and memsets."""
+        return self.gpu_busy_share - self.earlier_work_share
 
     def __str__(self) -> str:
         if not self.kernels_per_step:
             return "no GPU kernels recorded (CPU run)"
-        return (
-            f"{self.kernels_per_step:.0f} kernels per step, {self.mean_kernel_us:.1f} µs each on average; "
-            f"GPU busy {self.gpu_busy_share:.0%} of the profiled time"
-        )
+        text = (f"{self.kernels_per_step:.0f} kernels per step, {self.mean_kernel_us:.1f} µs each on average; "
+                f"GPU busy {self.gpu_busy_share:.0%} of the profiled time")
+        if self.earlier_work_share >= 0.005:
+            text += (f": {self.profiled_work_share:.0%} on the profiled steps' kernels, "
+                     f"{self.earlier_work_share:.0%} still finishing steps the host had queued before them")
+        return text
 
 
 @dataclasses.dataclass
@@ -142,6 +153,8 @@ class ProfileResult:
     untimed_events: int = 0  # events of the trace without a timestamp, left out of trace_events() (set when read)
     # names of the GPU work in the trace, the warm-up steps' included (set when read)
     _gpu_names: set[str] = dataclasses.field(default_factory=set, repr=False)
+    # (start, end, name) of the GPU work launched before the profiled steps, left out of trace_events() (set when read)
+    _earlier_gpu: list[tuple[float, float, str]] = dataclasses.field(default_factory=list, repr=False)
 
     # -- tables -------------------------------------------------------------------------------
     def top_ops(self, n: int = 10, *, sort_by: str = "auto") -> "pandas.DataFrame":  # noqa: F821
@@ -264,6 +277,9 @@ class ProfileResult:
                     e["name"] = _demangled(str(e["name"]))  # ("_ZN17cutlass__5x_cudnn6Kernel…", one of cuDNN's)
             self._gpu_names = {e["name"] for e in trace if e["cat"] in GPU_CATEGORIES}
             self._trace = _launched_in_active_steps(trace)
+            kept = {id(e) for e in self._trace}
+            self._earlier_gpu = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in trace
+                                 if e["cat"] in GPU_CATEGORIES and id(e) not in kept]
         return self._trace
 
     def memory_events(self) -> list[dict]:
@@ -282,7 +298,12 @@ class ProfileResult:
         return sorted(out, key=lambda e: e["ts"])
 
     def kernel_stats(self) -> KernelStats:
-        """Kernel count per step, mean kernel duration, and the share of time the GPU was busy."""
+        """Kernel count per step, mean kernel duration, and the share of time the GPU was busy.
+
+        The profiled time runs from the first event of the profiled steps to the last. Where the host ran ahead of
+        the GPU, the GPU is still running the steps launched before the profile when the profiled steps begin: that
+        time counts as busy (it was), and ``earlier_work_share`` says how much of it there was.
+        """
         ev = self.trace_events()
         if not ev:
             return KernelStats(0.0, 0.0, 0.0, 0.0)
@@ -291,24 +312,40 @@ class ProfileResult:
         start = min(e["ts"] for e in ev)
         end = max(e["ts"] + e["dur"] for e in ev)
         span = max(end - start, 1e-9)
+        earlier = [(a, b) for a, b, _ in self._earlier_in(start, end)]
+        own = intervals_union_us(gpu)
+        busy = intervals_union_us(gpu + earlier)
         steps = max(1, self.active_steps)
         return KernelStats(
             kernels_per_step=len(kernels) / steps,
             mean_kernel_us=sum(e["dur"] for e in kernels) / len(kernels) if kernels else 0.0,
-            gpu_busy_share=intervals_union_us(gpu) / span if gpu else 0.0,
+            gpu_busy_share=busy / span if gpu else 0.0,
             span_ms_per_step=span / 1e3 / steps,
+            earlier_work_share=(busy - own) / span if gpu else 0.0,
         )
+
+    def _earlier_in(self, start: float, end: float) -> list[tuple[float, float, str]]:
+        """The GPU work launched before the profiled steps, clipped to ``[start, end]`` (µs): what of it ran then."""
+        self.trace_events()
+        return [(max(a, start), min(b, end), name) for a, b, name in self._earlier_gpu if b > start and a < end]
 
     def timeline_rows(self, *, max_per_row: int = 4000) -> dict[str, list[tuple[float, float, str]]]:
         """The timeline's rows (annotations, CPU ops, CUDA API, GPU kernels, GPU copies), each a list of
-        (start ms since the first event, duration ms, name): the ``max_per_row`` longest events of each row."""
+        (start ms since the first event, duration ms, name): the ``max_per_row`` longest events of each row.
+        A row "GPU, earlier" comes between the kernels and copies where work launched before the profiled steps
+        still ran in them (a host that runs ahead of its GPU): without it, that time would look idle."""
         ev = self.trace_events()
-        rows: dict[str, list[tuple[float, float, str]]] = {r: [] for r in _TIMELINE_ORDER}
+        rows: dict[str, list[tuple[float, float, str]]] = {r: [] for r in _TIMELINE_ORDER if r != "GPU, earlier"}
         if not ev:
             return rows
         t0 = min(e["ts"] for e in ev)
         for e in ev:
             rows[_ROWS[e["cat"]]].append(((e["ts"] - t0) / 1e3, e["dur"] / 1e3, str(e["name"])))
+        earlier = self._earlier_in(t0, max(e["ts"] + e["dur"] for e in ev))
+        if earlier:
+            rows["GPU, earlier"] = [((a - t0) / 1e3, (b - a) / 1e3, f"launched before the profiled steps: {name}")
+                                    for a, b, name in earlier]
+            rows = {r: rows[r] for r in _TIMELINE_ORDER if r in rows}
         return {r: sorted(items, key=lambda it: -it[1])[:max_per_row] for r, items in rows.items()}
 
     def timeline_figure(self, *, max_events: int = 4000, title: str = "Profiled steps: CPU and GPU on one time axis"):
@@ -326,7 +363,7 @@ class ProfileResult:
         if not any(rows.values()):
             fig.update_layout(title=title + " (no events recorded)")
             return fig
-        order = list(_TIMELINE_ORDER)
+        order = [r for r in _TIMELINE_ORDER if r in rows]
         for row, items in rows.items():
             if not items:
                 continue

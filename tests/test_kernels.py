@@ -248,6 +248,21 @@ def test_graph_speedup_needs_a_gpu_and_sane_counts():
         graphs.graph_speedup(lambda: None, lambda: None, calls=0, device="cpu")
 
 
+def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
+    from helpers.kernels.graphs import GraphSpeedup
+
+    # 16 kernels of eager forward (69 µs), the replay 18 with its copies (72 µs) in 81 µs per call
+    g = GraphSpeedup(eager_us=584, graph_us=81, speedup=7.2, low=6.8, high=7.5, rounds=25, calls=20, separated=True,
+                     kernel_us=69, replay_kernel_us=72, replay_kernels=18)
+    assert g.gpu_busy_pct == pytest.approx(100 * 72 / 81) and g.gap_us == pytest.approx(0.5)
+    assert g.bound == pytest.approx(584 / 69)
+    text = str(g)
+    assert "The replay's 18 kernels (copies included) take 72 µs" in text and "the other 9 µs is 0.5 µs" in text
+    # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
+    old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
+    assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)
+
+
 @pytest.mark.slow  # runs a script in a process that imports torch: `make test-slow`
 def test_graph_timing_spread_script_says_it_needs_a_gpu():
     import subprocess
@@ -362,6 +377,40 @@ def test_a_compiled_first_call_says_whether_the_compile_cache_served_it(monkeypa
     assert list(table.shown["compile cache"]) == ["—", "hit"] and "an eager call compiles nothing" in table.notes[0]
 
 
+def test_first_calls_that_both_compiled_are_told_apart_by_where_their_seconds_went():
+    from helpers.bench import Measurement
+
+    step = Measurement.of([1.0, 1.0, 1.0])
+    eager = compile_modes.StepTiming("eager", 0.05, step, 64)
+    default = compile_modes.StepTiming("default", 7.8, step, 64, "miss", kernels=34, kernel_compile_s=2.3,
+                                       kernel_tuning_s=1.2)
+    graphs_ = compile_modes.StepTiming("reduce-overhead", 3.4, step, 64, "miss", kernels=34, kernel_compile_s=0.04,
+                                       kernel_tuning_s=0.1)
+    tuned = compile_modes.StepTiming("max-autotune", 34.6, step, 64, "miss", kernels=23, kernel_compile_s=0.6,
+                                     kernel_tuning_s=2.0)
+    note = compile_modes.first_calls_note([eager, default, graphs_, tuned])
+    assert ('The first call of "reduce-overhead" took less than that of "default" (3.4 s against 7.8 s), though both '
+            "missed the compile cache on disk: compiling its 34 Triton kernels took 0.0 s against 2.3 s for 34, tuning "
+            "them 0.1 s against 1.2 s, and the rest (tracing, lowering, generating code, running the step once) "
+            "3.3 s against 4.3 s.") in note
+    assert "the kernels the earlier call compiled were loaded" in note and "benchmarks were not run again" in note
+    assert ('The first call of "max-autotune" took longer than that of "default" (34.6 s against 7.8 s). Both missed '
+            "the compile cache on disk: compiling its 23 Triton kernels took 0.6 s") in note
+    assert compile_modes.first_calls_note([eager, default]) == ""  # one compiled call: nothing to compare
+    close = dataclasses.replace(graphs_, compile_s=7.0, kernels=1)  # within a quarter of default's: not explained
+    assert compile_modes.first_calls_note([eager, default, close]) == ""
+    assert "its 1 Triton kernel took" in compile_modes.first_calls_note([eager, default,
+                                                                       dataclasses.replace(close, compile_s=3.0)])
+    table = readable(compile_modes.timings_table([eager, default, graphs_]))
+    assert list(table.shown["Triton kernels"]) == ["—", "34", "34"]
+    assert any("Triton kernels, kernel compile s, kernel tuning s: an eager call compiles nothing" in n
+               for n in table.notes)
+    # a CPU's compiled calls count no Triton kernels: the columns are left out rather than shown empty
+    cpu = dataclasses.replace(default, kernels=None, kernel_compile_s=None, kernel_tuning_s=None)
+    assert "Triton kernels" not in compile_modes.timings_table([eager, cpu]).columns
+    assert compile_modes.first_calls_note([eager, cpu, dataclasses.replace(cpu, label="again")]) == ""
+
+
 def test_quiet_autotuning_restores_what_it_changed():
     from torch._inductor import select_algorithm
 
@@ -425,3 +474,16 @@ def test_small_mlp():
     assert mlp(torch.randn(2, 16)).shape == (2, 16) and len(mlp) == 6
     with pytest.raises(ValueError, match="depth"):
         models.small_mlp(depth=0)
+
+
+def test_the_separate_adds_are_set_beside_the_launch_cost_they_repeat():
+    import pandas as pd
+
+    lo = launches.LaunchOverhead(host_us_per_launch=8.7, gpu_us_per_kernel=1.2, launches=20_000, device="cuda")
+    table = pd.DataFrame({"variant": ["1000 separate add_ calls"], "ms": [8.9]})
+    assert launches.separate_adds_text(lo, table) == ("1000 separate add_ calls: 8.9 µs each, the cost of one launch "
+                                                       "above (8.7 µs)")
+    slow = launches.separate_adds_text(lo, table.assign(ms=[13.2]))
+    assert "13.2 µs each, 1.5× the 8.7 µs per launch measured above" in slow and "1000 tensors of 256" in slow
+    cpu = launches.LaunchOverhead(host_us_per_launch=2.0, gpu_us_per_kernel=None, launches=2_000, device="cpu")
+    assert "the cost of one tiny op above" in launches.separate_adds_text(cpu, table.assign(ms=[2.1]))

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from helpers import models, ncu  # noqa: E402
 from helpers.exercises import nb03  # noqa: E402
-from helpers.kernels import attention, cuda_ext, graphs, launches  # noqa: E402
+from helpers.kernels import attention, compile_modes, cuda_ext, graphs, launches  # noqa: E402
 
 
 def test_launch_overhead_exceeds_the_kernel_itself():
@@ -108,6 +108,9 @@ def test_graph_launches_and_speedup_of_the_reference_and_of_eager_against_itself
     assert real.separated and real.speedup >= nb03.MIN_GRAPH_SPEEDUP and real.low <= real.speedup <= real.high
     # the bound is eager's time over the GPU's own: a replay that also copies its input in cannot beat it
     assert 0 < real.kernel_us < real.graph_us and real.speedup < real.bound and 0 < real.gpu_busy_pct < 100
+    # the replay runs the forward's kernels and the copies in and out; what they leave of its time is per-kernel start
+    assert real.replay_kernels >= graphs.kernel_profile(m, x)[1] + 1 and real.replay_kernel_us >= real.kernel_us
+    assert 0 < real.gap_us < 10 and "between one kernel and the next" in str(real)
     assert not same.separated and same.speedup < nb03.MIN_GRAPH_SPEEDUP  # the same function, rounds overlap
 
 
@@ -201,3 +204,14 @@ def test_fused_relu_pool_on_the_gpu_matches_pytorch_and_compiles():
     torch.testing.assert_close(out.float(), want.float(), rtol=2e-2, atol=2e-2)
     out.float().sum().backward()
     assert all(p.grad is not None for p in m.parameters())
+
+
+def test_a_compiled_first_call_on_a_gpu_counts_its_triton_kernels_and_their_seconds():
+    def f(x):
+        return torch.relu(x * 2 + 1)  # one fused pointwise kernel once compiled
+
+    x = torch.randn(4096, device="cuda")
+    t = compile_modes.time_call(torch.compile(f), x, label="compiled", warmup=1, repeats=3)
+    assert t.kernels >= 1 and t.kernel_compile_s >= 0 and t.kernel_tuning_s >= 0
+    assert t.kernel_compile_s + t.kernel_tuning_s <= t.compile_s
+    assert compile_modes.time_call(f, x, label="eager", warmup=1, repeats=3).kernels is None

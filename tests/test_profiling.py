@@ -86,7 +86,30 @@ def test_warm_up_kernels_are_not_counted_as_the_active_steps():
     kept = [e["name"] for e in res.trace_events() if e["cat"] in profiling.GPU_CATEGORIES]
     assert kept == ["k", "g1", "g2"]
     assert res.kernel_stats().kernels_per_step == 3
+    # the warm-up kernel ran 5-15 µs, before the profiled span (20-60 µs) began: it adds no busy time here
+    assert res.kernel_stats().earlier_work_share == 0
     assert set(res.top_kernels(10).kernel) == {"k", "g1", "g2"}
+
+
+def test_work_queued_before_the_profiled_steps_counts_as_busy_and_is_named():
+    # The host ran ahead: a step launched before the profile (launch 1) still runs 20-50 µs, while the profiled
+    # step's kernel (launch 2, launched at 22 µs) waits for it and runs 50-80 µs. Span 20-80 µs, all of it busy.
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "queued", "ts": 10, "dur": 40, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 20, "dur": 5},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 22, "dur": 2, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 50, "dur": 30, "args": {"correlation": 2}},
+    ]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps({"traceEvents": events}).encode())
+    ks = res.kernel_stats()
+    assert ks.gpu_busy_share == pytest.approx(1.0)
+    assert ks.earlier_work_share == pytest.approx(0.5)
+    assert ks.profiled_work_share == pytest.approx(0.5)
+    assert "GPU busy 100% of the profiled time: 50% on the profiled steps' kernels, 50% still finishing" in str(ks)
+    rows = res.timeline_rows()
+    assert rows["GPU, earlier"] == [(0.0, 0.03, "launched before the profiled steps: queued")]  # 20-50 µs, clipped
+    assert list(rows).index("GPU, earlier") == list(rows).index("GPU kernels") + 1
+    assert "GPU, earlier" in {t.name for t in res.timeline_figure().data}
 
 
 def test_top_ops_counts_the_kernels_of_the_profiled_steps_as_top_kernels_does():

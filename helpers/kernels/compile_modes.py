@@ -3,12 +3,18 @@
     t = time_train_step(dataclasses.replace(cfg, compile=True, compile_mode="reduce-overhead"))
     t.compile_s, t.step.median_ms, t.img_per_s
     time_call(torch.compile(mlp, mode="max-autotune"), x, label="max-autotune")   # a small case
+    first_calls_note([eager, default, reduce_overhead])   # why two first calls that both compiled differ
 
 The first call of a compiled function traces it, generates kernels and compiles them: seconds to
 minutes, paid once per shape. Inductor keeps what it compiled in a cache on disk, and a first call that
 finds its graphs there loads them instead, in well under a second: ``t.compile_cache`` says which it
-was (:data:`CACHE_WORDS`). Every later call runs the generated code. Judge a mode by its step time, and
-ask whether its compile time pays back.
+was (:data:`CACHE_WORDS`). That cache holds whole graphs, and its key includes the mode, so a second mode
+compiling the same function misses it. On a GPU, ``t.kernel_compile_s`` and ``t.kernel_tuning_s`` keep two
+parts of a compiled first call apart: compiling its Triton kernels (Triton keeps each kernel it compiled on disk,
+by its source, so a second mode generating the same kernels loads them) and benchmarking each kernel's launch
+configurations on its first run (Inductor keeps the best on disk too); the rest is tracing, lowering and
+generating code, and running the step once. Every later call runs the generated code. Judge a mode by its step time, and ask whether its compile time pays
+back.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from .. import bench
 from ..bench import Measurement
 from ..train import TrainConfig, explain_out_of_memory, raise_freed, step_only_trainer
 
-__all__ = ["StepTiming", "time_train_step", "time_call", "timings_table", "quiet_autotuning", "CACHE_WORDS"]
+__all__ = ["StepTiming", "time_train_step", "time_call", "timings_table", "first_calls_note", "quiet_autotuning",
+           "CACHE_WORDS"]
 
 #: What ``StepTiming.compile_cache`` says of a compiled first call, as the tables and sentences put it.
 CACHE_WORDS = {
@@ -48,6 +55,12 @@ class StepTiming:
     # a compiled first call's graphs: "miss" (compiled now), "hit" (all loaded from Inductor's cache on disk),
     # "partly", or "none" (none looked up: reused from this process); None for an eager call (CACHE_WORDS)
     compile_cache: str | None = None
+    # a compiled first call on a GPU: the Triton kernels its graphs need, the seconds it spent compiling them or
+    # waiting for its compile workers to, and benchmarking their launch configurations (Inductor's own timers);
+    # None for an eager call or without a GPU (Inductor writes C++ for a CPU)
+    kernels: int | None = None
+    kernel_compile_s: float | None = None
+    kernel_tuning_s: float | None = None
 
     @property
     def items_per_s(self) -> float:
@@ -61,6 +74,8 @@ class StepTiming:
 
     def as_row(self) -> dict:
         return {"variant": self.label, "first call s": self.compile_s, "compile cache": self.compile_cache,
+                "Triton kernels": self.kernels, "kernel compile s": self.kernel_compile_s,
+                "kernel tuning s": self.kernel_tuning_s,
                 "step ms": self.step.median_ms, "spread %": self.step.spread_pct, "per s": self.items_per_s}
 
 
@@ -108,11 +123,39 @@ def _cache_lookups() -> tuple[int, int]:
             counters["inductor"]["fxgraph_cache_miss"] + counters["aot_autograd"]["autograd_cache_miss"])
 
 
-def _first_call(fn: Callable[[], object], device: torch.device, *, compiled: bool) -> tuple[float, str | None]:
-    """The first call's seconds, and for a compiled one where its graphs came from (``StepTiming.compile_cache``)."""
+#: Inductor's timers (``torch._dynamo.utils.compilation_time_metrics``) of compiling Triton kernels, and of
+#: benchmarking a kernel's launch configurations on its first run
+_COMPILE_TIMERS = ("async_compile.precompile", "async_compile.wait")
+_TUNING_TIMERS = ("CachingAutotuner.benchmark_all_configs", "CachingAutotuner.coordinate_descent_tuning")
+
+
+def _triton_work() -> tuple[int, float, float]:
+    """Distinct Triton kernels Inductor asked for so far in this process, the seconds it spent compiling kernels
+    or waiting for its workers to, and the seconds it spent benchmarking their launch configurations."""
+    from torch._dynamo.utils import compilation_time_metrics as timers, counters
+
+    # "async_compile_cache_miss" counts every request, "…_hit" the requests for a kernel asked for before
+    asked = counters["inductor"]["async_compile_cache_miss"] - counters["inductor"]["async_compile_cache_hit"]
+    return (asked, sum(sum(timers.get(k, ())) for k in _COMPILE_TIMERS),
+            sum(sum(timers.get(k, ())) for k in _TUNING_TIMERS))
+
+
+@dataclasses.dataclass(frozen=True)
+class _FirstCall:
+    seconds: float
+    cache: str | None
+    kernels: int | None = None
+    kernel_s: float | None = None
+    tuning_s: float | None = None
+
+
+def _first_call(fn: Callable[[], object], device: torch.device, *, compiled: bool) -> _FirstCall:
+    """The first call's seconds; for a compiled one, where its graphs came from (``StepTiming.compile_cache``)
+    and on a GPU its Triton kernels and the seconds spent compiling and tuning them."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     before = _cache_lookups() if compiled else (0, 0)
+    kernels_before = _triton_work() if compiled else (0, 0.0, 0.0)
     t0 = time.perf_counter()
     with quiet_autotuning():
         fn()
@@ -120,9 +163,13 @@ def _first_call(fn: Callable[[], object], device: torch.device, *, compiled: boo
         torch.cuda.synchronize(device)  # note: a CPU-GPU sync point, so the first step has really finished
     seconds = time.perf_counter() - t0
     if not compiled:
-        return seconds, None
+        return _FirstCall(seconds, None)
     hits, misses = (after - then for after, then in zip(_cache_lookups(), before))
-    return seconds, ("partly" if hits and misses else "hit" if hits else "miss" if misses else "none")
+    cache = "partly" if hits and misses else "hit" if hits else "miss" if misses else "none"
+    if device.type != "cuda":
+        return _FirstCall(seconds, cache)
+    kernels, kernel_s, tuning_s = (after - then for after, then in zip(_triton_work(), kernels_before))
+    return _FirstCall(seconds, cache, kernels, kernel_s, tuning_s)
 
 
 def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch.device | str | None = None,
@@ -135,7 +182,7 @@ def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch
     """
     trainer = step_only_trainer(cfg, device=device, model=model)
     try:
-        first, cache = _first_call(lambda: trainer.step(measure=False), trainer.device, compiled=cfg.compile)
+        first = _first_call(lambda: trainer.step(measure=False), trainer.device, compiled=cfg.compile)
         m = bench.time_it(lambda: trainer.step(measure=False), warmup=warmup, repeats=repeats, device=trainer.device)
     except torch.OutOfMemoryError as e:
         failed = explain_out_of_memory(cfg, e)
@@ -145,7 +192,8 @@ def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch
         del trainer  # the next cell gets this step's memory back
         raise_freed(failed)
     name = label or (f"compiled, mode {cfg.compile_mode}" if cfg.compile else "eager")
-    return StepTiming(name, first, m, cfg.batch_size * cfg.grad_accum, cache)
+    return StepTiming(name, first.seconds, m, cfg.batch_size * cfg.grad_accum, first.cache, first.kernels,
+                      first.kernel_s, first.tuning_s)
 
 
 def time_call(fn: Callable, *args, label: str, warmup: int = 5, repeats: int = 50,
@@ -161,10 +209,10 @@ def time_call(fn: Callable, *args, label: str, warmup: int = 5, repeats: int = 5
             return fn(*args)
 
     compiled = isinstance(fn, torch._dynamo.eval_frame.OptimizedModule) or hasattr(fn, "_torchdynamo_orig_callable")
-    first, cache = _first_call(call, device, compiled=compiled)
+    first = _first_call(call, device, compiled=compiled)
     m = bench.time_it(call, warmup=warmup, repeats=repeats, device=device)
     batch = args[0].shape[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else 1
-    return StepTiming(label, first, m, batch, cache)
+    return StepTiming(label, first.seconds, m, batch, first.cache, first.kernels, first.kernel_s, first.tuning_s)
 
 
 def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F821
@@ -172,9 +220,50 @@ def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F82
     import pandas as pd
 
     df = pd.DataFrame([t.as_row() for t in timings])
+    if all(t.kernels is None for t in timings):  # a CPU's, or eager alone: no Triton kernels to count
+        df = df.drop(columns=["Triton kernels", "kernel compile s", "kernel tuning s"])
     df["× vs " + timings[0].label] = timings[0].step.median_ms / df["step ms"]
     df.attrs["spread"] = "spread %"  # each row's step figures to the precision its spread supports
     df.attrs["spread_of"] = ["step ms", "per s", "× vs " + timings[0].label]
-    df.attrs["formats"] = {"compile cache": "text"}
-    df.attrs["missing"] = {"compile cache": "an eager call compiles nothing"}
+    df.attrs["formats"] = {"compile cache": "text", "Triton kernels": "whole"}
+    df.attrs["missing"] = {c: "an eager call compiles nothing" for c in ("compile cache", "Triton kernels",
+                                                                         "kernel compile s", "kernel tuning s")}
     return df
+
+
+def first_calls_note(timings: list[StepTiming]) -> str:
+    """Why first calls that compiled took different times, part by part: one sentence per compiled first call
+    after the first, set against the first ("" when there is nothing to compare)::
+
+        The first call of "reduce-overhead" took less than that of "default" (3.4 s against 7.8 s), though both
+        missed the compile cache on disk: compiling its 34 Triton kernels took 0.0 s against 2.3 s for 34, tuning
+        them 0.1 s against 1.2 s, and the rest (tracing, lowering, generating code, running the step once) 3.3 s
+        against 4.3 s. Triton keeps each kernel it compiled on disk, by its source: ...
+    """
+    compiled = [t for t in timings if t.compile_cache in ("miss", "partly") and t.kernel_compile_s is not None]
+    if len(compiled) < 2:
+        return ""
+    ref, said = compiled[0], []
+
+    def rest(t: StepTiming) -> float:
+        return t.compile_s - t.kernel_compile_s - (t.kernel_tuning_s or 0.0)
+
+    for t in compiled[1:]:
+        if abs(t.compile_s / ref.compile_s - 1) < 0.25:  # within a quarter: nothing to explain
+            continue
+        than = "less" if t.compile_s < ref.compile_s else "longer"
+        both = ", though both" if than == "less" else ". Both"
+        text = (f'The first call of "{t.label}" took {than} than that of "{ref.label}" ({t.compile_s:.1f} s against '
+                f"{ref.compile_s:.1f} s){both} missed the compile cache on disk: compiling its {t.kernels} Triton "
+                f"kernel{'' if t.kernels == 1 else 's'} took {t.kernel_compile_s:.1f} s against {ref.kernel_compile_s:.1f} s for {ref.kernels}, "
+                f"tuning them {t.kernel_tuning_s or 0:.1f} s against {ref.kernel_tuning_s or 0:.1f} s, and the rest "
+                f"(tracing, lowering, generating code, running the step once) {rest(t):.1f} s against "
+                f"{rest(ref):.1f} s.")
+        if t.kernel_compile_s < 0.5 * ref.kernel_compile_s and ref.kernel_compile_s >= 0.3:
+            text += (" Triton keeps each kernel it compiled on disk, by its source: the kernels the earlier call "
+                     "compiled were loaded.")
+        if (t.kernel_tuning_s or 0) < 0.5 * (ref.kernel_tuning_s or 0) and (ref.kernel_tuning_s or 0) >= 0.3:
+            text += (" Inductor keeps each kernel's best launch configuration on disk too: the earlier call's "
+                     "benchmarks were not run again.")
+        said.append(text)
+    return " ".join(said)

@@ -4,6 +4,7 @@
     s = graph_speedup(lambda: model(x), lambda: run(x))          # GraphSpeedup, eager and replay interleaved
     s.speedup, s.low, s.high, s.separated                        # median ratio, its range over rounds, apart?
     s.kernel_us, s.bound, s.gpu_busy_pct                         # the GPU's own time, the most a graph can give
+    s.replay_kernels, s.gap_us                                   # kernels a replay runs, the GPU's time between them
 
 An eager forward of a small model is bound by the host: Python and the launch of every kernel. A replayed
 graph is one launch, then the GPU's own time. So the speed-up depends on the host as much as on the GPU: on one
@@ -14,7 +15,9 @@ its own ratio: their median is the speed-up, their range its spread.
 What means the same on every node is how close the replay comes to the GPU's own time: the kernels' durations
 summed (the profiler's, from the eager calls: the same kernels a graph of them replays), over the replay's time
 per call. That share (``gpu_busy_pct``) is what a graph is for; the speed-up is shown beside its bound, eager's
-time over the kernels' (what removing every launch could give).
+time over the kernels' (what removing every launch could give). A graph removes the host from between the kernels
+but not the GPU's own start of each one: the replay's time the kernels do not fill, spread over its kernels
+(``gap_us``), is that cost, about a microsecond each.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import torch
 
 from .. import env, timebox
 
-__all__ = ["graph_launches", "kernel_us", "GraphSpeedup", "graph_speedup"]
+__all__ = ["graph_launches", "kernel_us", "kernel_profile", "GraphSpeedup", "graph_speedup"]
 
 
 def graph_launches(fn: Callable, *args) -> int:
@@ -59,6 +62,12 @@ def graph_launches(fn: Callable, *args) -> int:
 def kernel_us(fn: Callable, *args, calls: int = 20) -> float:
     """The GPU's own time per call of ``fn(*args)``: the durations of the kernels it ran (copies included), summed
     and averaged over ``calls`` calls, as the profiler records them; the gaps between kernels are not in it."""
+    return kernel_profile(fn, *args, calls=calls)[0]
+
+
+def kernel_profile(fn: Callable, *args, calls: int = 20) -> tuple[float, float]:
+    """``(µs, kernels)`` per call of ``fn(*args)``: the GPU's own time (:func:`kernel_us`) and how many kernels,
+    copies and memsets it ran, averaged over ``calls`` calls. A replayed graph's kernels are counted one by one."""
     from torch.profiler import ProfilerActivity, profile
 
     if calls < 1:
@@ -68,10 +77,11 @@ def kernel_us(fn: Callable, *args, calls: int = 20) -> float:
         for _ in range(calls):
             fn(*args)
         torch.cuda.synchronize()
-    total = sum(e.device_time for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    total = sum(e.device_time for e in gpu)
     if total <= 0:
         raise RuntimeError("the profiler saw no GPU kernels in these calls: nothing ran on the GPU to compare with.")
-    return total / calls
+    return total / calls, len(gpu) / calls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +97,10 @@ class GraphSpeedup:
     calls: int
     separated: bool  # every replayed round was faster than every eager round: no overlap in their spreads
     kernel_us: float | None = None  # the GPU's own time per call: the eager call's kernels summed; None: not measured
+    # the replay's own kernels (the eager call's, and whatever the replaying function adds: a copy of the input
+    # in, of the output out), summed, and how many per call; None: not measured
+    replay_kernel_us: float | None = None
+    replay_kernels: float | None = None
 
     @property
     def bound(self) -> float | None:
@@ -95,16 +109,30 @@ class GraphSpeedup:
 
     @property
     def gpu_busy_pct(self) -> float | None:
-        """The share of a replay's time the GPU spent in kernels: 100 would be the GPU's own time exactly."""
-        return None if self.kernel_us is None else 100 * self.kernel_us / self.graph_us
+        """The share of a replay's time the GPU spent in kernels (the replay's own where measured, else the eager
+        call's): 100 would be the GPU's own time exactly."""
+        busy = self.replay_kernel_us if self.replay_kernel_us is not None else self.kernel_us
+        return None if busy is None else 100 * busy / self.graph_us
+
+    @property
+    def gap_us(self) -> float | None:
+        """The replay's time its kernels did not fill, per kernel: what starting each kernel costs the GPU."""
+        if self.replay_kernel_us is None or not self.replay_kernels:
+            return None
+        return max(0.0, self.graph_us - self.replay_kernel_us) / self.replay_kernels
 
     def __str__(self) -> str:
         text = (f"{self.speedup:.1f}× faster than eager ({self.graph_us:.0f} µs vs {self.eager_us:.0f} µs per call; "
                 f"{self.rounds} rounds of {self.calls} calls each way ranged {self.low:.1f}× to {self.high:.1f}×)")
-        if self.kernel_us is not None:
-            text += (f"; the GPU's own time is {self.kernel_us:.0f} µs, so the bound is {self.bound:.1f}× and the "
-                     f"replay keeps the GPU busy {self.gpu_busy_pct:.0f}% of its time")
-        return text
+        if self.kernel_us is None:
+            return text
+        text += f"; the GPU's own time is {self.kernel_us:.0f} µs, so the bound is {self.bound:.1f}×"
+        if self.gap_us is None:
+            return text + f" and the replay keeps the GPU busy {self.gpu_busy_pct:.0f}% of its time"
+        return text + (f". The replay's {self.replay_kernels:.0f} kernels (copies included) take "
+                       f"{self.replay_kernel_us:.0f} µs: they keep the GPU busy {self.gpu_busy_pct:.0f}% of its time, "
+                       f"and the other {self.graph_us - self.replay_kernel_us:.0f} µs is {self.gap_us:.1f} µs "
+                       "between one kernel and the next, which a graph shortens but cannot remove")
 
 
 def _round_us(fn: Callable[[], object], calls: int, dev: torch.device) -> float:
@@ -146,6 +174,12 @@ def graph_speedup(eager: Callable[[], object], graphed: Callable[[], object], *,
             e_us.append(_round_us(eager, calls, dev))
         win.tick()
     ratios = [e / g for e, g in zip(e_us, g_us)]
+    own = kernel_profile(eager, calls=calls)[0] if kernels else None
+    replay_us = replay_n = None
+    if kernels:
+        try:
+            replay_us, replay_n = kernel_profile(graphed, calls=calls)
+        except RuntimeError:  # a profiler that records no kernel inside a graph: the eager call's kernels stand in
+            pass
     return GraphSpeedup(statistics.median(e_us), statistics.median(g_us), statistics.median(ratios), min(ratios),
-                        max(ratios), len(ratios), calls, max(g_us) < min(e_us),
-                        kernel_us(eager, calls=calls) if kernels else None)
+                        max(ratios), len(ratios), calls, max(g_us) < min(e_us), own, replay_us, replay_n)

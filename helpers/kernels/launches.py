@@ -2,6 +2,7 @@
 
     lo = launch_overhead()                 # LaunchOverhead: µs per launch from Python, µs of GPU work each
     many_vs_one(n=1000, numel=256)         # DataFrame: 1000 tiny adds vs one foreach call vs one big add
+    separate_adds_text(lo, table)          # each of those adds' cost beside launch_overhead's, in words
     count_launches(model, x)               # LaunchCount: tensor ops dispatched, GPU kernels (on a GPU)
     compiled_launches(torch.compile(model), x)   # the kernels Inductor generated, by name
     with triton_launches() as names: fn(x)       # the @triton.jit kernels fn launched itself, by name
@@ -24,8 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import bench, env
 
-__all__ = ["elementwise_chain", "LaunchOverhead", "launch_overhead", "many_vs_one", "LaunchCount", "count_launches",
-           "counts_table", "compiled_launches", "parse_calls", "parse_launches", "triton_launches"]
+__all__ = ["elementwise_chain", "LaunchOverhead", "launch_overhead", "many_vs_one", "separate_adds_text",
+           "LaunchCount", "count_launches", "counts_table", "compiled_launches", "parse_calls", "parse_launches", "triton_launches"]
 
 
 def elementwise_chain(x: torch.Tensor) -> torch.Tensor:
@@ -124,6 +125,21 @@ def many_vs_one(*, n: int = 1000, numel: int = 256, device: torch.device | str |
     df = pd.DataFrame(rows)
     df["× slower than one add_"] = df["ms"] / df["ms"].iloc[-1]
     return df
+
+
+def separate_adds_text(lo: LaunchOverhead, table: "pandas.DataFrame", *, n: int = 1000,  # noqa: F821
+                       numel: int = 256) -> str:
+    """The cost of each of :func:`many_vs_one`'s separate adds set beside :func:`launch_overhead`'s, so two
+    figures for one launch read as one: ``"1000 separate add_ calls: 8.9 µs each, the cost of one launch above
+    (8.7 µs)"``. ``n`` and ``numel``: as ``many_vs_one`` was called."""
+    each = float(table["ms"].iloc[0]) * 1e3 / n
+    what = "launch" if lo.gpu_us_per_kernel is not None else "tiny op"
+    ratio = each / lo.host_us_per_launch
+    if abs(ratio - 1) <= 0.25:
+        return f"{n} separate add_ calls: {each:.1f} µs each, the cost of one {what} above ({lo.host_us_per_launch:.1f} µs)"
+    return (f"{n} separate add_ calls: {each:.1f} µs each, {ratio:.1f}× the {lo.host_us_per_launch:.1f} µs per {what} "
+            f"measured above, which added to one tensor of one element, where these add to {n} tensors of {numel} "
+            "taken from a list")
 
 
 @dataclasses.dataclass(frozen=True)
