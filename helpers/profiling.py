@@ -3,6 +3,7 @@
     prof = profile_steps(trainer.step, wait=1, warmup=2, active=5)
     prof.top_ops(5)                  # DataFrame: self vs total, CPU vs GPU, calls
     prof.kernel_stats()              # KernelStats: count per step, mean duration
+    prof.launch_split()              # DataFrame: kernels replayed in CUDA graphs vs launched one by one, and by what
     prof.timeline_figure()           # plotly: CPU ops, CUDA API calls and GPU kernels on one axis
     prof.export_trace("trace.pt.trace.json")   # opens in ui.perfetto.dev and TensorBoard
 
@@ -197,6 +198,50 @@ class ProfileResult:
         if sort_by not in df.columns[2:]:
             raise ValueError(f"sort_by={sort_by!r}: use 'auto' or one of {list(df.columns[2:])}.")
         return df.sort_values(sort_by, ascending=False).head(n).reset_index(drop=True)
+
+    def launch_split(self) -> "pandas.DataFrame":  # noqa: F821
+        """How the profiled steps' GPU work was launched: replayed inside CUDA graphs, or launched one by one,
+        and for the latter what launched it (the outermost op or annotation around the launch: the optimizer's
+        ``Optimizer.step#…``, the loss, ``zero_grad``'s fills). One row per (how, launched by): kernels per step,
+        GPU µs per step, share of the GPU time. Empty without kernels (a CPU run)."""
+        import pandas as pd
+
+        ev = self.trace_events()
+        runtime = {e["args"]["correlation"]: e for e in ev
+                   if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+        outer = [e for e in ev if e["cat"] in ("cpu_op", "user_annotation")
+                 and not str(e["name"]).startswith("ProfilerStep#")]
+        steps = max(1, self.active_steps)
+        rows: dict[tuple[str, str], list[float]] = {}
+        for k in (e for e in ev if e["cat"] in GPU_CATEGORIES):
+            launch = runtime.get(k.get("args", {}).get("correlation"))
+            if launch is not None and "GraphLaunch" in str(launch["name"]):
+                key = ("replayed in a CUDA graph", "the graph's one launch")
+            else:
+                by = "?"
+                if launch is not None:
+                    around = [o for o in outer if o["ts"] <= launch["ts"] <= o["ts"] + o["dur"]]
+                    if around:
+                        by = str(max(around, key=lambda o: o["dur"])["name"])
+                key = ("launched one by one", by)
+            calls_us = rows.setdefault(key, [0, 0.0])
+            calls_us[0] += 1
+            calls_us[1] += float(k["dur"])
+        total = sum(us for _, us in rows.values()) or 1.0
+        small = [k for k, (_, us) in rows.items() if k[0] == "launched one by one" and us < total * 1e-3]
+        if len(small) > 1:  # a tail of autograd's one-kernel ops: one row says they add up to almost nothing
+            others = [0, 0.0]
+            for k in small:
+                calls, us = rows.pop(k)
+                others[0] += calls
+                others[1] += us
+            rows[("launched one by one", f"{len(small)} others, each under 0.1% of the time")] = others
+        df = pd.DataFrame([{"how": how, "launched by": by, "kernels per step": calls / steps,
+                            "GPU µs per step": us / steps, "share %": 100 * us / total}
+                           for (how, by), (calls, us) in sorted(rows.items(), key=lambda kv: -kv[1][1])],
+                          columns=["how", "launched by", "kernels per step", "GPU µs per step", "share %"])
+        df.attrs["formats"] = {"how": "text", "launched by": "text"}
+        return df
 
     def top_kernels(self, n: int = 10) -> "pandas.DataFrame":  # noqa: F821
         """The ``n`` GPU kernels with the most total time over the profiled steps, each with its kind

@@ -168,6 +168,8 @@ TARGETS = [
      _without(NOT_FUNCTIONS, *BLANK), "my_fast_step should be"),
     ("nb03 graph: the answer", lambda w, r: nb03.check_cuda_graph(w, device="cpu"), _without(NOT_FUNCTIONS, *BLANK),
      "my_graphed should be a function"),
+    ("nb03 graph break: the answer", lambda w, r: nb03.check_graph_break(w, device="cpu"), _without(BATTERY, *BLANK),
+     "MyScaleLoggedMLP should be a class made from ScaleLoggedMLP"),
     ("nb03 roofline: the answer", lambda w, r: nb03.check_roofline(w, CPU_CEIL, kernels=KERNELS),
      _without(BATTERY, *BLANK, "an empty string", "an empty list", "an empty dict", where=lambda v: isinstance(v, dict)),
      "my_placements should be a dict of one Placement per kernel"),
@@ -283,6 +285,7 @@ def test_every_public_check_is_given_the_battery():
               if n.startswith("check_") and n != "check_prediction"}
     called = {"nb00.check_ceiling_img_per_s", "nb01.check_baseline_analysis", "nb02.check_fast_loader",
               "nb02.check_gpu_augment", "nb02.check_loop_without_syncs", "nb02.check_loop_from_bytes", "nb03.check_fused_softmax", "nb03.check_bias_relu_pool", "nb03.check_fast_step", "nb03.check_cuda_graph", "nb03.check_roofline",
+              "nb03.check_graph_break",
               "nb04.check_memory_plan", "nb04.check_memory_plans", "nb04.check_amp_step", "nb04.check_large_batch",
               "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
@@ -298,6 +301,7 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb02.check_loop_without_syncs(blank, device="cpu"),
     lambda blank, r: nb02.check_loop_from_bytes(blank, device="cpu"),
     lambda blank, r: nb03.check_fused_softmax(blank, device="cpu"),
+    lambda blank, r: nb03.check_graph_break(blank, device="cpu"),
     lambda blank, r: nb03.check_bias_relu_pool(blank, device="cpu"),
     lambda blank, r: nb03.check_fast_step(blank, device="cpu"),
     lambda blank, r: nb03.check_roofline(blank, CPU_CEIL, kernels=KERNELS),
@@ -309,7 +313,7 @@ def test_every_public_check_is_given_the_battery():
     lambda blank, r: nb06.check_own_training(blank, REFERENCE_RUN),
     lambda blank, r: nb06.check_spot_the_cheat(blank, r),
     lambda blank, r: nb06.check_next_change(blank, *NEXT),
-], ids=["nb02 loader", "nb02 loop", "nb02 loop bytes", "nb03 softmax", "nb03 bias relu pool", "nb03 fast step", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
+], ids=["nb02 loader", "nb02 loop", "nb02 loop bytes", "nb03 softmax", "nb03 graph break", "nb03 bias relu pool", "nb03 fast step", "nb03 roofline", "nb04 memory plan", "nb04 amp fn", "nb04 amp plan",
         "nb04 large batch optimizer", "nb04 large batch schedule", "nb06.0", "nb06.1", "nb06.2"])
 @pytest.mark.parametrize("blank", [None, ...], ids=["None", "Ellipsis"])
 def test_an_answer_left_blank_is_not_done(call, blank, runs):

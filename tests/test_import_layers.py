@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "ddp.launch",
      "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",
-     "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry"),
+     "kernels.compile_practice", "memory.search", "ddp.worker", "ddp.overlap", "ddp.cluster", "leaderboard.entry"),
     ("leaderboard.seal",),
     ("leaderboard.store",),
     ("leaderboard.concurrency",),

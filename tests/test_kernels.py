@@ -436,17 +436,41 @@ NCU_CSV = '''==PROF== Connected to process 451 (/usr/bin/python3.12)
 
 def test_parse_ncu_csv_one_row_per_kernel_in_launch_order():
     df = ncu.parse_csv(NCU_CSV)
-    assert list(df.columns) == ["kernel", "kind", "duration_us", "dram_pct", "sm_pct"]
+    assert list(df.columns)[:5] == ["kernel", "kind", "duration_us", "dram_pct", "sm_pct"]
+    assert df.occupancy_pct.isna().all()  # a CSV without the detail counters: their columns read "not measured"
     assert list(df.kind) == ["copy", "convolution"]
     assert df.duration_us.tolist() == pytest.approx([17.408, 155.744])  # ns with thousands separators → µs
     assert df.sm_pct.tolist() == pytest.approx([6.94, 88.56])
     assert ncu.parse_csv("==PROF== nothing profiled\n").empty
 
 
+def test_ncu_detail_counters_are_read_and_shown_kernel_by_kernel():
+    rows = [l for l in NCU_CSV.splitlines() if l.startswith('"1"')]
+    extra = [rows[0].replace("dram__throughput.avg.pct_of_peak_sustained_elapsed", metric).replace('"%","25.77"',
+                                                                                                  f'"{unit}","{value}"')
+             for metric, unit, value in (("sm__warps_active.avg.pct_of_peak_sustained_active", "%", "18.5"),
+                                         ("dram__bytes_write.sum", "byte", "513,802,240"),
+                                         ("launch__registers_per_thread", "register/thread", "168"))]
+    df = ncu.parse_csv(NCU_CSV + "\n".join(extra) + "\n")
+    assert df.occupancy_pct.tolist()[1] == pytest.approx(18.5) and df.dram_write_bytes.tolist()[1] == 513_802_240
+    d = ncu.detail(df, {"conv": "fprop", "copy": "copy_kernel", "absent": "no such kernel"})
+    assert list(d.columns) == ["conv", "copy"]
+    assert d.loc["registers per thread", "conv"] == 168 and d.loc["DRAM bytes written", "conv"] == 513_802_240
+    assert d.loc["duration, µs", "copy"] == pytest.approx(17.408)
+    assert ncu.bytes_per_output(df, "fprop", 51_380_224) is None  # its reads were not in this CSV
+    assert ncu.bytes_per_output(df, "copy_kernel", 10) is None  # its bytes were not measured
+    read_written = ncu.bytes_per_output(df.assign(dram_read_bytes=411_041_792.0), "fprop", 51_380_224)
+    assert read_written == pytest.approx((8.0, 10.0), rel=1e-3)
+
+
 def test_ncu_command_keeps_the_gpu_clocks():
     cmd = ncu.command("ncu", batch=4, image_size=32, log_file="/tmp/x.csv")
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert "--profile-from-start" in cmd and cmd[-4:] == ["--batch", "4", "--image-size", "32"]
+    metrics = cmd[cmd.index("--metrics") + 1].split(",")
+    assert set(ncu.METRICS) | set(ncu.DETAIL) == set(metrics)
+    plain = ncu.command("ncu", batch=4, image_size=32, log_file="/tmp/x.csv", details=False)
+    assert plain[plain.index("--metrics") + 1].split(",") == list(ncu.METRICS)
 
 
 def test_kernel_table_falls_back_to_the_profiler_with_one_line(monkeypatch):

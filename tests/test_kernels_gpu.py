@@ -173,6 +173,8 @@ def test_ncu_table_has_counters_where_ncu_runs():
     assert res.source == "ncu", res.message
     assert (res.table.duration_us > 0).all() and res.table.sm_pct.notna().all()
     assert "convolution" in set(res.table.kind)
+    # the detail counters: a pool kernel writes its output and, for the backward pass, an int64 index per output
+    assert res.table.occupancy_pct.notna().all() and (res.table.dram_write_bytes >= 0).all(), res.message
 
 
 def test_attention_uses_a_fused_kernel_on_the_gpu():
@@ -215,3 +217,25 @@ def test_a_compiled_first_call_on_a_gpu_counts_its_triton_kernels_and_their_seco
     assert t.kernels >= 1 and t.kernel_compile_s >= 0 and t.kernel_tuning_s >= 0
     assert t.kernel_compile_s + t.kernel_tuning_s <= t.compile_s
     assert compile_modes.time_call(f, x, label="eager", warmup=1, repeats=3).kernels is None
+
+
+def test_compile_in_practice_on_a_gpu_break_gain_recompiles_and_what_graphs_capture():
+    from helpers import profiling, train
+    from helpers.kernels import compile_practice as cp
+
+    x = torch.randn(64, 256, device="cuda")
+    g = cp.break_gain(cp.ScaleLoggedMLP, nb03.ScaleLoggedNoBreak, x, rounds=3, calls=20)
+    assert g.graphs == (2, 1) and g.broken_ms > 0 and g.fixed_ms > 0 and g.low <= g.speedup <= g.high
+    mlp = models.small_mlp().cuda().eval()
+    batches = [torch.randn(n, 256, device="cuda") for n in (64, 48, 64, 17)]
+    counts = {v: cp.compiles_over(mlp, batches, variant=v, repeats=1).compiles for v in cp.VARIANTS}
+    assert counts == {"dynamic=False": 3, "default": 2, "mark_dynamic": 1, "padded": 1}  # Inductor: as Dynamo alone
+    cfg = train.TrainConfig(batch_size=8, image_size=32, data="gpu", dtype="bf16", compile=True,
+                            compile_mode="reduce-overhead")
+    trainer = train.step_only_trainer(cfg)
+    for _ in range(3):
+        trainer.step(measure=False)
+    split = profiling.profile_steps(lambda: trainer.step(measure=False), wait=1, warmup=1, active=2).launch_split()
+    hows = set(split["how"])
+    assert hows == {"replayed in a CUDA graph", "launched one by one"}, split  # the optimizer stays eager
+    assert (split["share %"].sum() - 100) < 1e-6

@@ -235,3 +235,33 @@ def test_no_trace_is_left_in_the_temporary_folder(tmp_path, monkeypatch):
     kept = res.export_trace(tmp_path / "runs" / "kept.pt.trace.json")
     assert json.loads(kept.read_text())["traceEvents"]  # the trace the learner asked for stays where it was put
     assert not list((tmp_path / "tmp").iterdir())
+
+
+def test_launch_split_tells_graph_replays_from_kernels_launched_one_by_one():
+    # One step: a graph launch (correlation 3) replays two kernels; the optimizer launches one kernel by itself
+    # (correlation 4) inside its annotation, which sits inside the step's annotation.
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 10, "dur": 2, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "g1", "ts": 20, "dur": 30, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "g2", "ts": 50, "dur": 30, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": 60, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::_foreach_add_", "ts": 62, "dur": 5},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 63, "dur": 2, "args": {"correlation": 4}},
+        {"ph": "X", "cat": "kernel", "name": "multi_tensor_apply", "ts": 80, "dur": 20, "args": {"correlation": 4}},
+    ]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps({"traceEvents": events}).encode())
+    df = res.launch_split()
+    assert list(df["how"]) == ["replayed in a CUDA graph", "launched one by one"]
+    assert list(df["launched by"]) == ["the graph's one launch", "Optimizer.step#SGD.step"]  # the outermost
+    assert list(df["kernels per step"]) == [2, 1] and list(df["share %"]) == pytest.approx([75, 25])
+    # a tail of kernels that add up to almost nothing is one row
+    tail = [{"ph": "X", "cat": "cpu_op", "name": f"aten::tiny{i}", "ts": 90 + i, "dur": 0.5} for i in range(3)]
+    tail += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 90 + i, "dur": 0.2,
+              "args": {"correlation": 10 + i}} for i in range(3)]
+    tail += [{"ph": "X", "cat": "kernel", "name": f"t{i}", "ts": 100 + i, "dur": 0.01,
+              "args": {"correlation": 10 + i}} for i in range(3)]
+    res = profiling.ProfileResult(prof=None, active_steps=1,
+                                  _raw_trace=json.dumps({"traceEvents": events + tail}).encode())
+    df = res.launch_split()
+    assert list(df["launched by"])[-1] == "3 others, each under 0.1% of the time" and len(df) == 3

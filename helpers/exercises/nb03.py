@@ -8,6 +8,7 @@ capture, two kernels placed on the roofline.
     my_prediction = checks.predict(convolution_share_pct=60)           # before the profile
     checks.check_prediction(my_prediction, by_kind, started=started)   # by_kind: the profile's share per kind
     checks.check_cuda_graph(my_graphed, device="cuda")
+    checks.check_graph_break(MyScaleLoggedMLP, device="cuda")         # the dashboard check without a graph break
     checks.check_roofline(my_placements, ceil)
 
 Correctness comes first, on fresh random inputs every time; speed is checked only on a GPU.
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 
 from .. import bench, env, models
 from ..bench import Ceilings
+from ..kernels.compile_practice import ScaleLoggedMLP, graph_breaks, quiet_torch_logs
 from ..kernels.graphs import graph_launches, graph_speedup
 from ..kernels.launches import triton_launches
 from ..kernels.softmax import naive_softmax
@@ -37,7 +39,7 @@ from .predictions import Prediction, measuring
 from .common import (CheckResult, WrongForm, as_choice, as_function, as_instance, as_mapping, as_number, blank,
                      describe, failed, not_done)
 
-__all__ = ["fused_softmax", "bias_relu_pool", "graphed", "fast_step", "eager_step", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
+__all__ = ["fused_softmax", "bias_relu_pool", "graphed", "ScaleLoggedNoBreak", "check_graph_break", "fast_step", "eager_step", "Placement", "GivenKernel", "given_kernels", "placements", "measure_given",
            "check_fused_softmax", "check_bias_relu_pool", "check_cuda_graph", "check_fast_step", "check_roofline",
            "predict", "measuring", "check_prediction"]
 
@@ -89,6 +91,16 @@ def graphed(model: torch.nn.Module, example: torch.Tensor) -> Callable[[torch.Te
         return static_y.clone()  # the next replay overwrites static_y: hand out a copy
 
     return run
+
+
+class ScaleLoggedNoBreak(ScaleLoggedMLP):
+    """The MLP with its dashboard check kept as a tensor: the graph stays whole and the host never waits on it;
+    whoever draws the dashboard reads ``float(m.scale)`` when it wants to."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.front(x)
+        self.scale = h.detach().abs().mean()  # a tensor on the device: traced into the graph, no sync
+        return self.back(h)
 
 
 def fast_step(model: torch.nn.Module, opt: torch.optim.Optimizer, *, dtype: torch.dtype = torch.bfloat16
@@ -572,6 +584,88 @@ def check_cuda_graph(make_graphed: Callable | None, *, device, seed: int | None 
     return CheckResult(name, "passed", f"It matches the model on fresh inputs, replays a graph ({launched} graph "
                                        f"launch{'es' * (launched > 1)} per call) and runs {s}.",
                        make_graphed)  # like the reference it stands in for: a function that captures
+
+
+def _compiles_over_calls(model: torch.nn.Module, xs: list[torch.Tensor]) -> int:
+    """Graphs Dynamo compiles for ``model`` over calls on ``xs`` (one shape): more than the first call's means the
+    forward's guards fail on every call (they read something it changes each time: a growing list's length)."""
+    compiled_graphs = [0]
+
+    def counting(gm, example_inputs):
+        compiled_graphs[0] += 1
+        return gm.forward
+
+    torch._dynamo.reset()
+    fn = torch.compile(model, backend=counting)
+    with torch.no_grad(), quiet_torch_logs():
+        fn(xs[0])
+        first = compiled_graphs[0]
+        for x in xs[1:]:
+            fn(x)
+    torch._dynamo.reset()
+    return compiled_graphs[0] - first
+
+
+def check_graph_break(cls: type | None, *, device, seed: int | None = None, batch: int = 64) -> CheckResult:
+    """``cls``: a subclass of :class:`ScaleLoggedMLP` whose ``forward`` gives the same output, keeps the call's scale
+    in ``self.scale`` (read with ``float()``, the activations' mean size halfway through), compiles as one graph with
+    no break (``torch._dynamo.explain`` on a fresh input), and compiles nothing more on later calls of one shape.
+    Fresh weights and inputs on every run; the reference's ``.item()`` values are what each scale must equal."""
+    name = "03 · a graph break found and removed"
+    hint = ("Write MyScaleLoggedMLP.forward and run this cell again ([03-break-1] (under \"Exercise: keep the check, "
+            "lose the graph break\") says what it must do).")
+    if cls is None or cls is ...:
+        return not_done(name, ScaleLoggedNoBreak, hint)
+    if not (isinstance(cls, type) and issubclass(cls, ScaleLoggedMLP)):
+        return failed(name, ScaleLoggedNoBreak, f"MyScaleLoggedMLP should be a class made from ScaleLoggedMLP "
+                                                f"(class MyScaleLoggedMLP(ScaleLoggedMLP): ...); you gave {describe(cls)}.")
+    dev = torch.device(device)
+    torch.manual_seed(seed if seed is not None else random.randrange(2**31))
+    ref = ScaleLoggedMLP().to(dev)
+    xs = [torch.randn(batch, 256, device=dev) for _ in range(3)]
+    got, scales, want, want_scales = [], [], [], []
+    try:
+        mine = cls().to(dev)
+        mine.load_state_dict(ref.state_dict())
+        with torch.no_grad():
+            for x in xs[:2]:
+                got.append(mine(x))
+                scales.append(getattr(mine, "scale", None))
+                scales[-1] = float(scales[-1]) if scales[-1] is not None else None
+    except NotImplementedError:
+        return not_done(name, ScaleLoggedNoBreak, hint)
+    except Exception as e:
+        return failed(name, ScaleLoggedNoBreak, f"It raised {type(e).__name__}: {str(e)[:300]}")
+    with torch.no_grad():
+        for x in xs[:2]:
+            want.append(ref(x))
+            want_scales.append(ref.scale)
+    if not all(isinstance(g, torch.Tensor) and g.shape == w.shape and torch.allclose(g, w, atol=1e-5, rtol=1e-4)
+               for g, w in zip(got, want)):
+        return failed(name, ScaleLoggedNoBreak, "Its output differs from ScaleLoggedMLP's for the same weights and "
+                                                "input: keep the two halves, self.front then self.back.")
+    if any(v is None for v in scales):
+        return failed(name, ScaleLoggedNoBreak, "After a call, self.scale should hold that call's scale; it held "
+                                                "None. Set it in forward, as ScaleLoggedMLP does.")
+    if not all(abs(v - w) <= 1e-4 * max(1.0, abs(w)) for v, w in zip(scales, want_scales)):
+        return failed(name, ScaleLoggedNoBreak, f"The scales it kept ({', '.join(f'{v:.4g}' for v in scales)}) are not "
+                                                f"the activations' mean size halfway through "
+                                                f"({', '.join(f'{w:.4g}' for w in want_scales)}): "
+                                                "h.detach().abs().mean() of the front half's output.")
+    found = graph_breaks(mine, xs[0])
+    if found.breaks:
+        where = "; ".join(f"{b.where} ({b.line}): {b.reason}" for b in found.breaks)
+        return failed(name, ScaleLoggedNoBreak, f"The numbers are right, but it still compiles as {found.graphs} "
+                                                f"graphs: {where}. Keep the scale a tensor on the device: no .item(), "
+                                                "float() or print of it inside forward.")
+    again = _compiles_over_calls(mine, xs)
+    if again:
+        return failed(name, ScaleLoggedNoBreak, f"It compiles as one graph, but compiled {again} more on two later "
+                                                "calls of the same shape: its guards fail every call, because forward "
+                                                "changes something they read (a list that grows, a counter). Keep one "
+                                                "tensor in self.scale and replace it each call.")
+    return CheckResult(name, "passed", f"Same output and scales as ScaleLoggedMLP, {found}, and no recompile on "
+                                       "later calls.", cls)
 
 
 def _ratio_hint(got: float, want: float, what: str) -> str | None:
