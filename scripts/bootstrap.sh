@@ -15,8 +15,13 @@ if [ ! -x "$VENV/bin/python" ]; then
     echo "==> creating $VENV with $("$PYTHON" --version)"
     "$PYTHON" -m venv "$VENV"
 fi
-echo "==> installing gpu-perf-lab and its dependencies into $VENV (the first time takes a few minutes: PyTorch is large)"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+echo "==> installing gpu-perf-lab and its dependencies into $VENV (the first time takes a minute or more: PyTorch is large)"
+# uv installs what pip would choose, from pip's own settings, in parallel (scripts/uv_install.py); pip where it cannot
+if ! { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv \
+       && "$VENV/bin/python" scripts/uv_install.py -e ".[test]"; }; then
+    echo "==> uv could not install them: pip instead (a few minutes)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
+fi
 echo "==> registering the Jupyter kernel 'gpu-perf-lab'"
 "$VENV/bin/python" -m ipykernel install --user --name gpu-perf-lab --display-name "Python (gpu-perf-lab)" >/dev/null
 "$VENV/bin/python" -c 'import helpers, torch; print(f"==> ready: torch {torch.__version__}, GPU: {torch.cuda.is_available()}")'

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..models import ReferenceCNN
-from .protocol import report, shutdown
+from .protocol import exit_now, report, shutdown
 
 __all__ = ["STEPS", "RTOL", "Recorder", "run", "run_steps", "arguments", "main"]
 
@@ -350,4 +350,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # an exception raised in main() ends the rank as usual: its traceback, a failed status

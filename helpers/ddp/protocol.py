@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-__all__ = ["RESULT_PREFIX", "SYNC_MODES", "report", "log", "shutdown", "Variant"]
+__all__ = ["exit_now", "RESULT_PREFIX", "SYNC_MODES", "report", "log", "shutdown", "Variant"]
 
 RESULT_PREFIX = "RESULT "  # a worker prints one line "RESULT {json}" per rank
 
@@ -42,6 +42,19 @@ def log(rank: int, world: int, text: str) -> None:
 def _write_whole(line: bytes) -> None:
     sys.stdout.flush()
     os.write(sys.stdout.fileno(), line)
+
+
+def exit_now(code: int) -> "typing.NoReturn":  # noqa: F821
+    """Leave a worker process at once, its results out: flush what it printed, then ``os._exit(code)``.
+
+    Once a rank has reported and destroyed its process group, the interpreter's teardown (torch's modules, its
+    threads) is all that is left, and it took 2 s of a 12 s two-rank launch on a 2-core CPU (measured 2026-11-27:
+    torchrun exited 3.0 s after the ranks' last line, 1.2 s with this). Only for a ``__main__`` that returned:
+    an exception still ends the process the usual way, with its traceback and a failed status.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def shutdown() -> None:

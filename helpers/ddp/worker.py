@@ -46,7 +46,7 @@ from torch.profiler import record_function
 
 from .. import env, timebox
 from ..models import ReferenceCNN
-from .protocol import Variant, log as _log, report, shutdown
+from .protocol import exit_now, Variant, log as _log, report, shutdown
 
 __all__ = ["main"]
 
@@ -313,4 +313,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # an exception raised in main() ends the rank as usual: its traceback, a failed status
