@@ -182,6 +182,19 @@ class Ceilings:
             return None
         return mfu_pct * self.matmul_tflops / self.datasheet_tflops
 
+    def mfu_text(self, mfu: float) -> str:
+        """An MFU (a fraction of the measured ceiling) in words, with the data sheet's share beside it where the
+        course knows the GPU's figure: ``"0.9% of the 790 TFLOP/s bfloat16 ceiling measured here; 0.7% of the
+        NVIDIA H100 SXM data sheet's dense 989 TFLOP/s"``."""
+        text = f"{mfu:.1%} of the {self.matmul_rate} {self.matmul_dtype} ceiling measured here"
+        if not self.bounds:
+            return text + " (not a bound on a CPU: its small fp32 matmul, measured in a moment, training can pass)"
+        sheet = self.datasheet_mfu_pct(100 * mfu)
+        if sheet is not None:
+            text += (f"; {sheet:.1f}% of the {self.datasheet_gpu} data sheet's dense "
+                     f"{flops_rate(self.datasheet_tflops)}")
+        return text
+
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
         return self.matmul_tflops * 1e12 / flops_per_img

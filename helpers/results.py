@@ -41,6 +41,7 @@ __all__ = [
     "shown",
     "SAME_QUANTITY",
     "disagreeing",
+    "recorded_elsewhere",
 ]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -252,6 +253,36 @@ def figure_unit(name: str) -> tuple[str, str]:
         if re.search(pattern, name):
             return unit, kind
     return "", "sig"
+
+
+def recorded_elsewhere(names: Iterable[str], *, where: str = "ddp_gpus", at_least: float = 2.0,
+                       folder: Path | str | None = None) -> "pandas.DataFrame":  # noqa: F821
+    """The figures ``names`` as recorded by the machines whose ``where`` figure reached ``at_least`` (05's two-GPU
+    figures, say, shown on a node of one GPU): one row per figure and machine, with the machine's device and the
+    date of its results file. Empty where no results file has them.
+
+        recorded_elsewhere(["ddp2_efficiency_pct_bs256", "ddp2_efficiency_pct_bs32"])   # from results/*.json
+    """
+    import pandas as pd
+
+    rows = []
+    for path in sorted(Path(folder or results_dir()).glob("*.json")):
+        try:
+            data = load(path)
+        except (OSError, ValueError):
+            continue  # a file being written, or not a results file: nothing to show from it
+        figs = data.get("figures", {})
+        if not isinstance(figs, dict) or float(figs.get(where, 0) or 0) < at_least:
+            continue
+        for name in names:
+            if name in figs:
+                rows.append({"figure": name, "value": figs[name], "unit": figure_unit(name)[0],
+                             "device": f"{int(figs[where])} × {data.get('device', '?')}", "date": data.get("date", "?"),
+                             "file": f"results/{path.name}"})
+    df = pd.DataFrame(rows, columns=["figure", "value", "unit", "device", "date", "file"])
+    df.attrs["formats"] = {"value": lambda row: figure_unit(row["figure"])[1], "device": "text", "date": "text",
+                           "file": "text"}
+    return df
 
 
 def figures_table(path: Path | str | None = None, *,

@@ -158,3 +158,17 @@ def test_a_point_past_its_roof_gets_the_reason_its_measurements_give_or_none():
     assert "above_roof" not in table.attrs  # so the table's note says it is unexplained, and the notebook runs refuse it
     cpu = dataclasses.replace(ceil, bounds=False)
     assert "stand-ins" in roofline._above_roof_reason([relu], cpu)
+
+
+def test_mfu_is_said_with_the_data_sheets_share_beside_the_measured_ceiling():
+    from helpers import bench
+
+    gpu = bench.Ceilings("NVIDIA H100 80GB HBM3", 790.0, "bfloat16", 8192, 3.0e12, 1 << 30, bounds=True,
+                         datasheet_tflops=989.4, datasheet_gpu="NVIDIA H100 SXM")
+    text = gpu.mfu_text(0.009)
+    assert text.startswith("0.9% of the 790 TFLOP/s bfloat16 ceiling measured here; 0.7% of the NVIDIA H100 SXM")
+    assert "989 TFLOP/s" in text
+    unknown = bench.Ceilings("Some GPU", 100.0, "bfloat16", 8192, 1.0e12, 1 << 30)
+    assert unknown.mfu_text(0.5) == "50.0% of the 100 TFLOP/s bfloat16 ceiling measured here"
+    cpu = bench.Ceilings("cpu", 0.35, "float32", 1024, 2.0e10, 1 << 26, bounds=False)
+    assert "not a bound on a CPU" in cpu.mfu_text(1.42)

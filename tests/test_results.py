@@ -71,3 +71,20 @@ def test_a_notebook_shows_its_own_figures_and_prints_paths_without_the_machines_
     monkeypatch.setenv("HOME", str(tmp_path))
     assert results.shown(tmp_path / "course" / "r.json") == "~/course/r.json"
     assert results.shown("/nowhere/else.json") == "/nowhere/else.json"
+
+
+def test_two_gpu_figures_recorded_elsewhere_are_found_with_their_device_and_date(tmp_path):
+    import json
+
+    from helpers.tables import readable
+
+    (tmp_path / "nvidia-h200.json").write_text(json.dumps({"device": "NVIDIA H200", "date": "2026-11-27", "figures": {
+        "ddp_gpus": 2.0, "ddp2_efficiency_pct_bs256": 97.39, "ddp2_efficiency_pct_bs32": 85.57}}))
+    (tmp_path / "nvidia-h100.json").write_text(json.dumps({"device": "NVIDIA H100", "date": "2026-11-27", "figures": {
+        "ddp2_efficiency_pct_bs256": 12.0}}))  # one GPU's file: not a two-GPU measurement
+    (tmp_path / "broken.json").write_text("{")
+    df = results.recorded_elsewhere(["ddp2_efficiency_pct_bs256", "ddp2_efficiency_pct_bs32"], folder=tmp_path)
+    assert list(df.figure) == ["ddp2_efficiency_pct_bs256", "ddp2_efficiency_pct_bs32"]
+    assert set(df.device) == {"2 × NVIDIA H200"} and set(df.date) == {"2026-11-27"}
+    assert list(readable(df).shown["value"]) == ["97.4", "85.6"]
+    assert results.recorded_elsewhere(["nothing_like_it"], folder=tmp_path).empty
