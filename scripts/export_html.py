@@ -76,6 +76,23 @@ def scrub(body: str) -> str:
     return _MACHINE_PATH.sub("", body)
 
 
+_CELL = re.compile(r"<(td|th)>(.*?)</\1>", flags=re.S)
+_LONG_TOKEN = re.compile(r"\S{32,}")  # a kernel's name: 90 characters with no space to wrap at
+
+
+def breakable_cells(body: str) -> str:
+    """Table cells holding a long word (a CUDA kernel's mangled or templated name) may break it anywhere, as an
+    output's long lines do: a table of fifteen columns then fits the page instead of running past it. Other cells
+    keep their numbers whole."""
+    def mark(m: re.Match) -> str:
+        text = html.unescape(re.sub(r"<[^>]+>", "", m.group(2)))
+        if not _LONG_TOKEN.search(text):
+            return m.group(0)
+        return f'<{m.group(1)} style="overflow-wrap:anywhere;min-width:6em">{m.group(2)}</{m.group(1)}>'
+
+    return _CELL.sub(mark, body)
+
+
 def static_outputs(nb: dict) -> int:
     """Replace every plotly figure by an SVG and drop live widgets; return how many figures were drawn."""
     import plotly.io as pio
@@ -137,7 +154,7 @@ def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     figures = static_outputs(nb)
     body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.reads(json.dumps(nb), as_version=4))
     body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already
-    body = scrub(body)
+    body = breakable_cells(scrub(body))
     meta = (f"<p class='meta'>Executed at full scale on <b>{html.escape(device)}</b>, {html.escape(date)}; exported "
             f"with {figures} static figure{'' if figures == 1 else 's'} by scripts/export_html.py. Every number here was measured in that run.</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(path.stem)} ({html.escape(device)}, "

@@ -108,3 +108,15 @@ def test_an_export_takes_the_notebooks_prose_of_now_only_where_its_code_is_the_r
     assert export_html.current_prose(ran, source) and ran["cells"][0]["source"] == "Past the cores the sweep says which."
     other = book("Past them, workers only take turns.", "print(2)")  # the code changed since the run: its prose stays
     assert not export_html.current_prose(other, source) and other["cells"][0]["source"].startswith("Past them")
+
+
+def test_a_cell_with_a_kernels_long_name_may_break_and_numbers_stay_whole():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_html", ROOT / "scripts" / "export_html.py")
+    export_html = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_html)
+    name = "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64"
+    out = export_html.breakable_cells(f"<tr><td>{name}</td><td>513,802,240</td><th>DRAM bytes written</th></tr>")
+    assert f'<td style="overflow-wrap:anywhere;min-width:6em">{name}</td>' in out
+    assert "<td>513,802,240</td>" in out and "<th>DRAM bytes written</th>" in out
