@@ -36,6 +36,7 @@ class FakeNvml(types.SimpleNamespace):
         self.power_mw = power_mw
         self.power_supported = power_supported
         self.power_calls = 0
+        self.energy_mj = 1_000_000
         self.clock_reasons = clock_reasons
         self.gpm_values = gpm  # {metric id: value}, or None for a GPU without GPM
         self.gpm_allocated = 0
@@ -70,6 +71,10 @@ class FakeNvml(types.SimpleNamespace):
         if not self.power_supported:
             raise RuntimeError("Not Supported")
         return self.power_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self.energy_mj += self.power_mw // 10  # a counter that only grows, as the board's does
+        return self.energy_mj
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return 55

@@ -192,3 +192,25 @@ def test_the_summary_shows_the_measured_steps_beside_the_whole_window():
     assert rec.summary(phase=("run: set-up", "run: measured")).mean_util_pct == rec.summary().mean_util_pct
     bare = MonitorRecord(source="nvml", devices=[0], period_s=0.1, samples=samples)
     assert bare.summary_text().startswith("whole window: GPU utilisation (NVML) 21%")  # nothing to call steady
+
+
+def test_energy_per_image_and_the_reasons_that_lowered_the_clocks_come_from_the_samples():
+    from helpers.monitor.record import MonitorRecord
+
+    power_cap, thermal = 0x4, 0x20
+    samples = [{"t_s": t, "util_pct": 90, "energy_j": 1000 + 300 * t, "clock_reasons": r}
+               for t, r in ((0.0, 0), (1.0, power_cap), (2.0, power_cap | thermal), (3.0, power_cap), (4.0, 0))]
+    steps = [{"t_s": 1.0, "images": 256}, {"t_s": 2.0, "images": 256}, {"t_s": 3.0, "images": 256}]
+    s = MonitorRecord("nvml", [0], 1.0, samples=samples, steps=steps).summary()
+    assert s.energy_j == pytest.approx(1200)  # 300 W for the 4 s the samples span
+    assert s.j_per_image == pytest.approx(300 * 2 / 512)  # 300 W over the steps' 2 s, for the 512 images after the first
+    assert s.slowdown_share == pytest.approx(3 / 5) and s.slowdown_reasons == ("power cap (software)", "thermal (software)")
+    without = MonitorRecord("nvml", [0], 1.0, samples=[{k: v for k, v in x.items() if k != "energy_j"} for x in samples],
+                            steps=steps).summary()
+    assert without.energy_j is None and without.j_per_image is None
+
+
+def test_the_monitor_reads_the_boards_energy_counter(fake_nvml):
+    with _mon(fake_nvml()) as mon:
+        time.sleep(0.08)
+    assert mon.summary().energy_j > 0 and "energy" not in mon.unsupported

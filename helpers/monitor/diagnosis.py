@@ -90,7 +90,8 @@ def diagnose(s: MonitorSummary, result: "TrainResult | None" = None) -> list[Fin
         if s.slowdown_share is not None and s.slowdown_share >= 0.2:
             out.append(Finding(
                 "info", "Clocks lowered by power or thermal limits",
-                f"{s.slowdown_share:.0%} of busy samples carried a power-cap or thermal clock-event reason",
+                f"{s.slowdown_share:.0%} of busy samples carried a power-cap or thermal clock-event reason"
+                + (f" ({', '.join(s.slowdown_reasons)})" if s.slowdown_reasons else ""),
                 "the GPU is at its limits, which a well-fed GPU often is; expect figures to vary with temperature, "
                 "and compare runs side by side"))
 

@@ -28,6 +28,7 @@ METRIC_HELP = {
     "alloc_gib": ("torch_memory_allocated_gib", "PyTorch allocator: memory in tensors"),
     "reserved_gib": ("torch_memory_reserved_gib", "PyTorch allocator: memory reserved"),
     "power_w": ("gpu_power_watts", "board power"),
+    "energy_j": ("gpu_energy_joules", "board energy since the driver loaded (a counter)"),
     "temp_c": ("gpu_temperature_celsius", "GPU temperature"),
     "sm_clock_mhz": ("gpu_sm_clock_mhz", "SM clock"),
     "clock_reasons": ("gpu_clock_event_reasons", "NVML clock-event reason bit mask"),

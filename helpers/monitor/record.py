@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .telemetry import SLOWDOWN_BITS
+from .telemetry import SLOWDOWN_BITS, decode_clock_reasons
 
 __all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s", "whole_run_window_s", "RollingRate",
            "ROLLING_S"]
@@ -45,6 +45,12 @@ class MonitorSummary:
     img_per_s: float | None  # images over the time between the first and last step
     steps: int
     unsupported: tuple[str, ...] = ()
+    # the board's energy over the window (NVML's energy counter, last sample less the first), and per image over
+    # the steps' span; None without the counter (before Volta, a CPU) or without steps
+    energy_j: float | None = None
+    j_per_image: float | None = None
+    # what lowered the clocks in the busy samples that were slowed (NVML's clock-event reasons), most frequent first
+    slowdown_reasons: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         def pct(v):
@@ -217,6 +223,18 @@ class MonitorRecord:
         images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
         span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
         totals = [t for t in get("mem_total_gib") if t is not None]
+        energy = [(s["t_s"], s["energy_j"]) for s in samples if s.get("energy_j") is not None]
+        energy_j = energy[-1][1] - energy[0][1] if len(energy) > 1 else None
+        j_per_image = None
+        inside = [(t, e) for t, e in energy if len(steps) > 1 and steps[0]["t_s"] <= t <= steps[-1]["t_s"]]
+        if len(inside) > 1 and images and span > 0 and inside[-1][0] > inside[0][0]:
+            # the board's mean power while the steps ran (the samples inside their span), times that span, per image
+            watts = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+            j_per_image = watts * span / images
+        counts: dict[str, int] = {}
+        for s in slow:
+            for name in decode_clock_reasons(int(s["clock_reasons"]) & SLOWDOWN_BITS):
+                counts[name] = counts.get(name, 0) + 1
         return MonitorSummary(
             source=self.source,
             duration_s=(samples[-1]["t_s"] - samples[0]["t_s"]) if len(samples) > 1 else 0.0,
@@ -233,6 +251,9 @@ class MonitorRecord:
             img_per_s=images / span if span > 0 else None,
             steps=len(steps),
             unsupported=tuple(unsupported),
+            energy_j=energy_j,
+            j_per_image=j_per_image,
+            slowdown_reasons=tuple(sorted(counts, key=lambda n: -counts[n])),
         )
 
 

@@ -25,7 +25,7 @@ __all__ = ["CLOCK_EVENT_REASONS", "decode_clock_reasons", "NvmlReader", "GpmRead
            "HOST_FIELDS"]
 
 GPU_FIELDS = (
-    "util_pct", "mem_used_gib", "mem_total_gib", "power_w", "temp_c", "sm_clock_mhz", "clock_reasons",
+    "util_pct", "mem_used_gib", "mem_total_gib", "power_w", "energy_j", "temp_c", "sm_clock_mhz", "clock_reasons",
     "pcie_tx_mb_s", "pcie_rx_mb_s", "sm_active_pct", "sm_occupancy_pct", "tensor_active_pct", "dram_bw_pct",
 )
 HOST_FIELDS = ("cpu_pct", "host_mem_gib")
@@ -128,6 +128,9 @@ class NvmlReader:
             "util": lambda: {"util_pct": float(nv.nvmlDeviceGetUtilizationRates(handle).gpu)},
             "memory": self._memory,
             "power": lambda: {"power_w": nv.nvmlDeviceGetPowerUsage(handle) / 1e3},
+            # the board's energy since the driver loaded (Volta and newer), a counter: a run's joules are the
+            # difference between its first and last samples, exact where power sampled every period is not
+            "energy": lambda: {"energy_j": nv.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3},
             "temperature": lambda: {"temp_c": float(nv.nvmlDeviceGetTemperature(handle, 0))},
             "sm_clock": lambda: {"sm_clock_mhz": float(nv.nvmlDeviceGetClockInfo(handle, 1))},
             "clock_reasons": self._clock_reasons,
