@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from .. import bench, env, models
 from ..bench import Ceilings
-from ..kernels.compile_practice import ScaleLoggedMLP, graph_breaks, quiet_torch_logs
+from ..kernels.compile_practice import ScaleLoggedMLP, counting_backend, graph_breaks, quiet_torch_logs
 from ..kernels.graphs import graph_launches, graph_speedup
 from ..kernels.launches import triton_launches
 from ..kernels.softmax import naive_softmax
@@ -590,13 +590,8 @@ def _compiles_over_calls(model: torch.nn.Module, xs: list[torch.Tensor]) -> int:
     """Graphs Dynamo compiles for ``model`` over calls on ``xs`` (one shape): more than the first call's means the
     forward's guards fail on every call (they read something it changes each time: a growing list's length)."""
     compiled_graphs = [0]
-
-    def counting(gm, example_inputs):
-        compiled_graphs[0] += 1
-        return gm.forward
-
     torch._dynamo.reset()
-    fn = torch.compile(model, backend=counting)
+    fn = torch.compile(model, backend=counting_backend("eager", compiled_graphs))  # Dynamo alone: graphs, no code
     with torch.no_grad(), quiet_torch_logs():
         fn(xs[0])
         first = compiled_graphs[0]

@@ -33,7 +33,7 @@ from torch import nn
 
 from .. import bench, models
 
-__all__ = ["ScaleLoggedMLP", "quiet_torch_logs", "GraphBreak", "GraphBreaks", "graph_breaks", "BreakGain", "break_gain", "VARIANTS",
+__all__ = ["ScaleLoggedMLP", "quiet_torch_logs", "counting_backend", "GraphBreak", "GraphBreaks", "graph_breaks", "BreakGain", "break_gain", "VARIANTS",
            "CompileCount", "compiles_over", "compiles_table", "optimizer_variants"]
 
 
@@ -246,7 +246,8 @@ def _recompile_log() -> Iterator[_Recompiles]:
         torch._logging.set_logs()  # torch's defaults again: a TORCH_LOGS setting of this process is off from here
 
 
-def _counting(backend: str | Callable, counter: list[int]) -> Callable:
+def counting_backend(backend: str | Callable, counter: list[int]) -> Callable:
+    """``backend`` (a name, or a compiler function) that adds one to ``counter[0]`` for every graph it compiles."""
     inner = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
 
     def compile_one(gm, example_inputs):
@@ -278,7 +279,7 @@ def compiles_over(model: nn.Module, batches: Sequence[torch.Tensor], *, variant:
     dev = batches[0].device
     largest = max(b.shape[0] for b in batches)
     counter = [0]
-    compiled = torch.compile(model, backend=_counting(backend, counter), dynamic=False if variant == "dynamic=False"
+    compiled = torch.compile(model, backend=counting_backend(backend, counter), dynamic=False if variant == "dynamic=False"
                              else None)
 
     def call(x: torch.Tensor) -> torch.Tensor:
