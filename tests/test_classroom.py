@@ -92,7 +92,9 @@ EXTRA = {
         from helpers.challenge.recipes import classic_training
         for i, a in enumerate(sys.argv):            # a journal SQLite would play back over the leaderboard
             if a == "--hide" and a and sys.argv[i + 1].endswith("-journal"):
-                Path(sys.argv[i + 1]).write_bytes(b"not a journal the harness wrote")
+                journal = Path(sys.argv[i + 1])     # its folder too, where no run has made it yet
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                journal.write_bytes(b"not a journal the harness wrote")
         train = classic_training(batch_size=16, lr=0.01, images=256)
         """), "PermissionError" if sandbox.landlock_abi() else "it changed the leaderboard's files itself"),
     "leaves_a_daemon.py": (textwrap.dedent("""
