@@ -15,30 +15,33 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     env                                              where am I running, at what scale
     timebox                                          every search, sweep and measured window stops in time
     bench · augment · preflight · results · ncu_target · kernels.softmax_triton · kernels.relu_pool_triton ·
-    kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · ddp.launch ·
+    kernels.cuda_ext · memory.anatomy · memory.accumulation · memory.fragmentation · memory.snapshot · ddp.launch ·
     challenge.accuracy · challenge.training_data · challenge.isolation
                                                      timing and ceilings; GPU augmentation; what is missing; results/;
                                                      what ncu measures; the Triton softmax; ReLU + max-pool fused,
                                                      forward and backward, in Triton; a CUDA extension; where a
-                                                     step's memory goes; accumulation; expandable segments; torchrun
-                                                     from a notebook; held-out accuracy; the training set handed to a
-                                                     learner's function, counted; a judged process's time limit and
-                                                     the files it must not change
+                                                     step's memory goes; accumulation; expandable segments; the
+                                                     allocator's snapshot of one step; torchrun from a notebook;
+                                                     held-out accuracy; the training set handed to a learner's
+                                                     function, counted; a judged process's time limit and the files
+                                                     it must not change
     loaders · profiling · roofline · kernels.launches · kernels.graphs · kernels.softmax · kernels.attention ·
-    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry · challenge.function_check
+    memory.search · ddp.worker · ddp.overlap · ddp.cluster · leaderboard.entry
                                                      input pipelines; torch.profiler; the roofline; launches; CUDA
                                                      graphs replayed and timed; softmax variants; attention; the
                                                      largest batch; the DDP worker; one rank's trace and HTA's
-                                                     overlap; torchrun on many nodes, Slurm; a leaderboard entry; the
-                                                     same-function check
+                                                     overlap; torchrun on many nodes, Slurm; a leaderboard entry
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
-    train · ncu · memory.resilient · memory.timeline the training loop; Nsight Compute's table; backing off on OOM;
-                                                     memory over time
-    kernels.compile_modes · memory.precision · challenge.recipes · large_batch
+    train · ncu · nsys_stats · memory.resilient · memory.timeline
+                                                     the training loop; Nsight Compute's table; Nsight Systems'
+                                                     tables read; backing off on OOM; memory over time
+    challenge.function_check · nsys_target           the same-function check; the steps Nsight Systems records
+    kernels.compile_modes · memory.precision · challenge.recipes · large_batch · nsys
                                                      torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side;
                                                      the classic loop and the answer key as training functions; a
-                                                     batch eight times larger, judged on held-out accuracy
+                                                     batch eight times larger, judged on held-out accuracy; Nsight
+                                                     Systems where it is installed
     kernels · memory                                 the two packages
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
     widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04, nb05)

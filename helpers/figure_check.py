@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "log_ticks", "readable_log_axes", "short_number", "text_width", "legend_width", "label_rows", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
+__all__ = ["problems", "log_marker", "log_ticks", "readable_log_axes", "short_number", "text_width", "legend_width", "label_rows", "shade_phases", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -129,6 +129,29 @@ def label_rows(spans: list[tuple[float, float]]) -> list[int]:
         rows[k].append((left, right))
         out.append(k)
     return out
+
+
+def shade_phases(fig: Any, phases, xs, *, colors: dict[str, str], height: float, legend_w: float,
+                 size: float = 12, row_px: float = 16) -> tuple[float, float]:
+    """Shade each ``(name, start, end)`` of ``phases`` on ``fig`` and name it at its band's top left, on the lowest
+    row where it clears the others (a short optimizer phase and the next forward would be drawn over one another).
+    Returns (the x axis's span, running on past the last of ``xs`` as far as the last label needs to stay inside the
+    plot; the share of the plot's height the labels' rows take, for the curves to stay under)::
+
+        span, band = shade_phases(fig, tl.phases, tl.t_ms, colors=BANDS, height=380, legend_w=legend_width(names))
+        fig.update_xaxes(range=[0, span]); fig.update_yaxes(range=[0, top / (1 - min(band, 0.6))])
+    """
+    plot_w, plot_h = DEFAULT_WIDTH - 160 - legend_w, height - 180
+    span = max([*xs, *(end for _n, _s, end in phases), 1e-9])
+    widths = [text_width(name, size) + 4 for name, _s, _e in phases]
+    span = max([span] + [start * plot_w / (plot_w - w) for (_n, start, _e), w in zip(phases, widths) if w < plot_w])
+    lefts = [start / span * plot_w for _n, start, _e in phases]
+    rows = label_rows([(left, left + w + 4) for left, w in zip(lefts, widths)])
+    for (name, start, end), row in zip(phases, rows):
+        fig.add_vrect(x0=start, x1=end, fillcolor=colors.get(name, "rgba(0,0,0,0.06)"), line_width=0)
+        fig.add_annotation(x=start, xanchor="left", y=1 - row_px * row / plot_h, yref="paper", yanchor="top",
+                           text=name, showarrow=False, font=dict(size=size))
+    return span, ((row_px * (max(rows) + 1) + 6) / plot_h if rows else 0.0)
 
 
 def _frame(layout: dict) -> tuple[float, float, dict]:

@@ -63,7 +63,8 @@ class Sync:
         return f"line {self.line}" + (f": {self.code}" if self.code else "")
 
 
-_PLUMBING = ("overrides.py", "_tensor.py", "contextlib", str(Path(__file__).resolve()))
+_PLUMBING = ("overrides.py", "_tensor.py", "contextlib", str(Path(__file__).resolve()),
+             "/warnings.py")  # a warning's own machinery, between PyTorch's sync warning and the line that caused it
 
 
 def _callers_line() -> tuple[str, int, str] | None:
@@ -152,11 +153,12 @@ class SyncFinder:
         # without a GPU, moving them "to the device" is a move to the CPU, and no wait anywhere
         self._ignored = {id(t) for t in ignore}
         self.cuda_warnings = 0  # what torch.cuda.set_sync_debug_mode("warn") reported, on a GPU
+        # the same, line by line: each warning's line of code (torch's own lines apart, as for this finder's)
+        self.cuda_syncs: list[Sync] = []
         self._inside = 0
         self._mode = _Mode(self)
         self._patched = None
         self._warn_ctx = None
-        self._warned: list = []
         self._old_debug = None
 
     def _to_host(self, func, args, kwargs) -> bool:
@@ -198,9 +200,11 @@ class SyncFinder:
                 self._patches.append((owner, name, original))
             self._patched = True
             self._old_debug = torch.cuda.get_sync_debug_mode()
-            self._warn_ctx = warnings.catch_warnings(record=True)
-            self._warned = self._warn_ctx.__enter__()
+            self._warn_ctx = warnings.catch_warnings()
+            self._warn_ctx.__enter__()
             warnings.simplefilter("always")
+            self._shown = warnings.showwarning
+            warnings.showwarning = self._on_warning  # called where the warning is raised: the loop's line is on the stack
             torch.cuda.set_sync_debug_mode("warn")
         self._mode.__enter__()
         return self
@@ -217,25 +221,48 @@ class SyncFinder:
             for owner, name, original in self._patches:
                 setattr(owner, name, original)
             torch.cuda.set_sync_debug_mode(self._old_debug)
-            self.cuda_warnings = sum("synchroniz" in str(w.message).lower() for w in self._warned)
             self._warn_ctx.__exit__(*exc)
 
+    def _on_warning(self, message, category, filename, lineno, file=None, line=None) -> None:
+        """PyTorch's sync debug mode warns from inside the call that waits: the line of code that made it is on the
+        stack now. Any other warning is shown as it would have been."""
+        if "synchroniz" not in str(message).lower():
+            self._shown(message, category, filename, lineno, file, line)
+            return
+        self.cuda_warnings += 1
+        where = _callers_line()
+        if where is not None:  # None: inside torch (the optimizer's own reads), not the loop's
+            self.cuda_syncs.append(Sync("a synchronizing CUDA call", *where))
+
     def table(self):
-        """The syncs found, one row per line of code: where it is, what it was and how many times it ran."""
+        """The syncs found, one row per line of code: where it is, what it was and how many times it ran; on a GPU
+        also how many times PyTorch's own finder (``set_sync_debug_mode("warn")``) warned on that line. The two
+        count different things (a call this finder sees; each CUDA call inside it that waits), so a line may differ,
+        and a line only PyTorch's finder saw is listed too."""
         import pandas as pd
 
         rows: dict[tuple[str, int], dict] = {}
         for s in self.syncs:
             row = rows.setdefault((s.file, s.line), {"where": _short(s.file, s.line), "code": s.code, "what": s.what,
-                                                     "times": 0})
+                                                     "times": 0, "PyTorch's finder": 0})
             row["times"] += 1
-        return pd.DataFrame(list(rows.values()), columns=["where", "code", "what", "times"])
+        for s in self.cuda_syncs:
+            row = rows.setdefault((s.file, s.line), {"where": _short(s.file, s.line), "code": s.code,
+                                                     "what": "(PyTorch's finder only)", "times": 0,
+                                                     "PyTorch's finder": 0})
+            row["PyTorch's finder"] += 1
+        columns = ["where", "code", "what", "times"] + (["PyTorch's finder"] if self._patched else [])
+        return pd.DataFrame(list(rows.values()), columns=columns)
 
     def __repr__(self) -> str:
         if not self.syncs:
             return "no syncs found"
         lines = [f"{len(self.syncs)} syncs found:"]
         for _, r in self.table().iterrows():
-            lines.append(f"  {r['what']} × {r['times']}, {r['where']}: {r['code']}")
+            if r["times"]:
+                lines.append(f"  {r['what']} × {r['times']}, {r['where']}: {r['code']}")
+            else:
+                warned = r["PyTorch's finder"]
+                lines.append(f"  PyTorch's finder only × {warned}, {r['where']}: {r['code']}")
         return "\n".join(lines)
 

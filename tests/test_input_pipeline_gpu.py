@@ -72,5 +72,8 @@ def test_the_loop_exercise_on_a_gpu_reference_passes_classic_refused_and_the_fin
         torch.cuda.synchronize()
     assert [s.what for s in found.syncs] == ["item()", ".cpu()", "torch.cuda.synchronize()"]
     assert found.cuda_warnings >= 2  # PyTorch's own finder saw the item() and the copy to the host
+    lines = {s.line for s in found.cuda_syncs}  # each on its own line: the item() and the copy to the host
+    assert {found.syncs[0].line, found.syncs[1].line} <= lines, (found.syncs, found.cuda_syncs)
+    assert "PyTorch's finder" in found.table().columns
     assert torch.cuda.get_sync_debug_mode() == 0 and torch.cuda.synchronize.__module__ == "torch.cuda"  # put back
 

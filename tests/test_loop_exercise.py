@@ -3,6 +3,8 @@ it breaks, with the line or the call that breaks it; SyncFinder finds the waits 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -151,6 +153,30 @@ def test_sync_finder_names_each_waiting_line_once_per_call_and_ignores_the_optim
                         torch.optim.SGD(model.parameters(), lr=0.1), nb02.loop_batches(2, batch=4, size=4, device="cpu"),
                         device)
     assert clean.count == 0 and repr(clean) == "no syncs found"
+
+
+def _cuda_call_that_waits():
+    """What PyTorch does under set_sync_debug_mode("warn") inside a call that waits (here without a GPU)."""
+    warnings.warn("called a synchronizing CUDA operation", UserWarning)
+
+
+def test_pytorchs_own_sync_warnings_are_put_on_the_line_that_made_the_call_and_other_warnings_still_show(monkeypatch):
+    modes = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the finder's GPU path, with PyTorch's warnings
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", modes.append)
+    with pytest.warns(UserWarning, match="an unrelated warning"):
+        with syncs.SyncFinder() as found:
+            for _ in range(2):
+                _cuda_call_that_waits()
+            warnings.warn("an unrelated warning", UserWarning)  # not a sync: shown as it would have been
+    assert modes == ["warn", 0] and found.cuda_warnings == 2
+    assert {(s.line, s.code) for s in found.cuda_syncs} == {
+        (_cuda_call_that_waits.__code__.co_firstlineno + 2, 'warnings.warn("called a synchronizing CUDA operation", '
+                                                           'UserWarning)')}
+    table = found.table()
+    assert list(table["PyTorch's finder"]) == [2] and list(table["times"]) == [0]
+    assert list(table["what"]) == ["(PyTorch's finder only)"]
 
 
 def test_sync_finder_finds_copies_to_the_host_and_data_dependent_ops_but_not_the_copy_to_the_device():

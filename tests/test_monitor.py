@@ -210,6 +210,18 @@ def test_energy_per_image_and_the_reasons_that_lowered_the_clocks_come_from_the_
     assert without.energy_j is None and without.j_per_image is None
 
 
+def test_a_ddp_runs_energy_is_each_boards_counter_summed_never_one_boards_less_anothers():
+    from helpers.monitor.record import MonitorRecord
+
+    # two boards whose counters started far apart (each since its own driver load): 300 W and 200 W
+    samples = [{"t_s": t, "gpu": g, "util_pct": 90, "energy_j": base + w * t}
+               for t in (0.0, 1.0, 2.0, 3.0) for g, base, w in ((0, 5e6, 300), (1, 1e3, 200))]
+    steps = [{"t_s": 1.0, "images": 500}, {"t_s": 2.0, "images": 500}]
+    s = MonitorRecord("nvml", [0, 1], 1.0, samples=samples, steps=steps).summary()
+    assert s.energy_j == pytest.approx(3 * 500)  # 500 W together for 3 s
+    assert s.j_per_image == pytest.approx(500 * 1 / 500)  # 500 W over the steps' 1 s, for the 500 images after the first
+
+
 def test_the_monitor_reads_the_boards_energy_counter(fake_nvml):
     with _mon(fake_nvml()) as mon:
         time.sleep(0.08)

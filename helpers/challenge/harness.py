@@ -48,7 +48,7 @@ from .function_check import MAX_CHECK_BATCH, SpotCheck, SpotCheckFailed, check_f
 from .rules import RuleBroken, Rules
 from .start import start_model
 
-__all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes"]
+__all__ = ["Submission", "Session", "Verdict", "judge", "verdicts_table", "readable_table", "table_notes", "energy_missing"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +133,18 @@ class Verdict:
         return None if self.peak_mem_gb is None else self.peak_mem_gb * 1e9 / 2**30
 
     @property
+    def j_per_image(self) -> float | None:
+        """The board's energy per image over the timed steps (NVML's energy counter: the board's mean power while
+        they ran, times their span, over their images); None without the counter (a CPU, a GPU before Volta) or
+        where the steps spanned fewer than two of the monitor's samples (:attr:`energy_missing` says which)."""
+        return self.steady.j_per_image if self.steady.source == "nvml" else None
+
+    @property
+    def energy_missing(self) -> str:
+        """Why :attr:`j_per_image` is None, in words ("" where it was measured)."""
+        return energy_missing(self.steady, self.train is not None)
+
+    @property
     def reasons(self) -> list[str]:
         """Why the run was refused, one line per broken rule (empty when it passed)."""
         return [f"{name}: {why}" for name, (ok, why) in self.checks.items() if not ok]
@@ -166,8 +178,8 @@ class Verdict:
         """A flat dict for the comparison table (full precision; :func:`readable_table` formats it for reading)."""
         return {"run": self.name, "img_per_s": self.img_per_s, "speedup": self.speedup, "mfu_pct": self.mfu_pct,
                 "datasheet_mfu_pct": self.datasheet_mfu_pct, "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb, "nvml_util_pct": self.nvml_util_pct,
-                "gpm_sm_pct": self.gpm_sm_pct, "step_ms": self.step_ms, "batch": self.config.batch_size,
-                "precision": self.precision, "passed": not self.refused}
+                "gpm_sm_pct": self.gpm_sm_pct, "j_per_image": self.j_per_image, "step_ms": self.step_ms,
+                "batch": self.config.batch_size, "precision": self.precision, "passed": not self.refused}
 
     def __str__(self) -> str:
         if self.stopped:
@@ -538,6 +550,8 @@ def readable_table(verdicts: list[Verdict]) -> tables.Table:
             "peak memory GiB": num(v.peak_mem_gib, ".2f"),
             "NVML util %": num(v.nvml_util_pct, ".0f"),
             "GPM SM %": num(v.gpm_sm_pct, ".0f"),
+            # millijoules: a fast run's joule per image is a few hundredths
+            "mJ/image": tables.MISSING if v.j_per_image is None else tables.sig(1e3 * v.j_per_image),
             "step ms": tables.MISSING if math.isnan(v.step_ms) else tables.sig(v.step_ms),
             "batch": v.config.batch_size,
             "rules": "passed" if not v.refused else "REFUSED" + (f" {v.stopped}" if v.stopped else "") + ": "
@@ -565,4 +579,19 @@ def table_notes(verdicts: list[Verdict]) -> str:
         notes.append("NVML: no NVIDIA driver here")
     elif any(v.gpm_sm_pct is None for v in verdicts):
         notes.append("GPM SM activity: this GPU has no GPM (it needs Hopper or newer)")
+    missing = dict.fromkeys(v.energy_missing for v in verdicts if v.energy_missing)
+    if missing:
+        notes.append("energy: " + "; ".join(missing))
     return ("— " + "; ".join(notes) + ".") if notes else ""
+
+
+def energy_missing(steady: MonitorSummary, trained: bool) -> str:
+    """Why a run's energy per image was not measured, in words ("" where it was, or where the run never trained:
+    the table's note on stopped runs says that)."""
+    if not trained or steady.j_per_image is not None:
+        return ""
+    if steady.source != "nvml":
+        return "no board energy counter here (NVML's total energy: an NVIDIA GPU from Volta on)"
+    if steady.energy_j is None:
+        return "this GPU's driver gives no total energy (NVML's counter needs Volta or newer)"
+    return "the timed steps spanned fewer than two of the monitor's samples"

@@ -235,6 +235,23 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
             f"{_h(bench.NOT_A_BOUND)}.</p>"))
 
 
+def _energy(base: Verdict, final: Verdict) -> str:
+    """The board's energy per image of the baseline and the final run (NVML's energy counter), or why not."""
+    b, f = base.j_per_image, final.j_per_image
+    if b is None or f is None:
+        why = "; ".join(dict.fromkeys(v.energy_missing for v in (base, final) if v.energy_missing)) or "not measured"
+        return f"<p class='note'>Energy per image: {_h(why)}.</p>"
+    ratio = f"{tables.times(b / f)} less" if f < b else f"{tables.times(f / b)} more"
+    text = (f"Energy, from the board's own counter over the timed steps: the baseline took {tables.sig(1e3 * b)} mJ "
+            f"per image, {_h(final.name)} {tables.sig(1e3 * f)} mJ, {ratio}.")
+    pb, pf = base.steady.mean_power_w, final.steady.mean_power_w
+    if pb is not None and pf is not None:  # the sentence follows the two measurements, whichever way they went
+        how = "more" if pf > pb else "less"
+        text += (f" It drew {how} power while it ran ({pf:.0f} W against the baseline's {pb:.0f} W), for "
+                 f"{tables.times(final.img_per_s / base.img_per_s)} the images per second.")
+    return f"<p>{text}</p>"
+
+
 def _table(t: tables.Table) -> str:
     """A readable table, and its notes (why a cell shows "—") under it."""
     df = t.shown
@@ -291,7 +308,7 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                            title="MFU of each run (% of the measured matmul ceiling)", unit="%",
                            fmt=tables.percent)  # as the table above rounds it
              if final.bounded else f"<p class='note'>MFU of each run: {_h(bench.NOT_A_BOUND)}.</p>",
-             "<h2>Before and after</h2>"]
+             "<h2>Before and after</h2>", _energy(base, final)]
     # each run on its own time axis: a run of a few seconds drawn beside a minute-long baseline would be a sliver
     for v, label in ((base, "baseline"), (final, final.name)):
         util, ips = _monitor_series(v.monitor, label, False)

@@ -71,7 +71,7 @@ from ..monitor import Monitor, MonitorRecord
 from .accuracy import AccuracyTarget, copy_mapped, fresh_stream, heldout_accuracy, trained_reference
 from .function_check import MAX_CHECK_BATCH, Mapping, check_function, fresh_seed, one_line, restored_defaults
 from . import leftovers, sandbox
-from .harness import Session
+from .harness import Session, energy_missing
 from .start import start_model
 from .training_data import HandOut, RehearsalOver, TrainingData
 
@@ -118,6 +118,11 @@ class TrainingVerdict:
     # MFU over the data sheet's dense peak (PaLM's definition); None without a data sheet figure or on a CPU
     datasheet_mfu_pct: float | None = None
     datasheet_gpu: str | None = None
+    # the board's energy (NVML's counter): over the monitor's samples in the timed call, and per image over its
+    # steps; None without the counter (a CPU, a GPU before Volta) or over fewer than two samples (energy_missing: why)
+    energy_j: float | None = None
+    j_per_image: float | None = None
+    energy_missing: str = ""
     # names judge_training's own record of this verdict (_RECORDED): what entry() ranks
     token: str = dataclasses.field(default="", repr=False, compare=False)
 
@@ -192,7 +197,8 @@ class TrainingVerdict:
         return {"run": self.name, "time_to_target_s": self.time_to_target_s, "train_s": self.train_s,
                 "accuracy": self.accuracy, "images": self.images, "img_per_s": self.img_per_s,
                 "mfu_pct": self.mfu_pct if self.bounded else None, "datasheet_mfu_pct": self.datasheet_mfu_pct,
-                "peak_mem_gib": self.peak_mem_gib, "reached": self.reached}
+                "peak_mem_gib": self.peak_mem_gib, "energy_j": self.energy_j, "j_per_image": self.j_per_image,
+                "reached": self.reached}
 
     def __str__(self) -> str:
         if self.stopped:
@@ -200,8 +206,9 @@ class TrainingVerdict:
         mfu = f"MFU {tables.percent(self.mfu_pct)}%" if self.bounded else "MFU not meaningful on a CPU"
         if self.bounded and self.datasheet_mfu_pct is not None:
             mfu += f"; {tables.percent(self.datasheet_mfu_pct)}% of the {self.datasheet_gpu} data sheet's peak"
-        figures = (f"{self.images:,} images in {self.train_s:.3g} s ({self.img_per_s:,.0f} img/s, {mfu}), held-out "
-                   f"accuracy {self.accuracy:.1%} against the target {self.target:.1%}")
+        energy = "" if self.energy_j is None else f", {energy_text(self.energy_j, self.j_per_image)}"
+        figures = (f"{self.images:,} images in {self.train_s:.3g} s ({self.img_per_s:,.0f} img/s, {mfu}{energy}), "
+                   f"held-out accuracy {self.accuracy:.1%} against the target {self.target:.1%}")
         if self.reached:
             return f"{self.name}: reached the target in {self.train_s:.3g} s\n  {figures}; passed every rule"
         return f"{self.name}: did not reach the target\n  {figures}\n  REFUSED: " + "; ".join(self.reasons)
@@ -550,7 +557,8 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded,
         datasheet_mfu_pct=session.ceilings.datasheet_mfu_pct(mfu) if bounded else None,
-        datasheet_gpu=session.ceilings.datasheet_gpu)
+        datasheet_gpu=session.ceilings.datasheet_gpu, energy_j=steady.energy_j if on_gpu else None,
+        j_per_image=steady.j_per_image if on_gpu else None, energy_missing=energy_missing(steady, True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -677,6 +685,7 @@ def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
             "MFU of data sheet %": (tables.percent(v.datasheet_mfu_pct) if v.datasheet_mfu_pct is not None
                                     and not math.isnan(v.datasheet_mfu_pct) else tables.MISSING),
             "peak memory GiB": num(v.peak_mem_gib, ".2f"),
+            "mJ/image": tables.MISSING if v.j_per_image is None else tables.sig(1e3 * v.j_per_image),
             "rules": "passed" if v.reached else "REFUSED: " + ", ".join(n for n, (ok, _) in v.checks.items() if not ok),
         })
     notes = []
@@ -688,6 +697,16 @@ def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
         notes.append("MFU of data sheet: the course knows no data sheet figure for this GPU")
     if any(v.peak_mem_gib is None for v in verdicts):
         notes.append("peak memory: no GPU allocator here")
+    missing = dict.fromkeys(v.energy_missing for v in verdicts if v.energy_missing and not v.stopped)
+    if missing:
+        notes.append("energy: " + "; ".join(missing))
     data = pd.DataFrame([v.row() for v in verdicts]).set_index("run")
     return tables.Table(data=data, shown=pd.DataFrame(rows).set_index("run"),
                         notes=("— " + "; ".join(notes) + ".",) if notes else ())
+
+
+def energy_text(energy_j: float, j_per_image: float | None) -> str:
+    """A run's energy as a person reads it: ``board energy 41.2 kJ (38.1 mJ per image)``."""
+    total = f"{energy_j / 1e3:.3g} kJ" if energy_j >= 1e3 else f"{energy_j:.3g} J"
+    per = "" if j_per_image is None else f" ({tables.sig(1e3 * j_per_image)} mJ per image)"
+    return f"board energy {total}{per}"

@@ -71,23 +71,10 @@ def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
                                  name="reserved (allocator's pool)", line=dict(dash="dot")))
     colors = {"forward": "rgba(31,119,180,0.12)", "backward": "rgba(255,127,14,0.12)",
               "optimizer": "rgba(44,160,44,0.15)"}
-    height, size, row_px = 380, 12, 16
+    height = 380
     legend_w = figure_check.legend_width([t.name for t in fig.data]) if len(fig.data) > 1 else 0  # at the right
-    plot_w, plot_h = figure_check.DEFAULT_WIDTH - 160 - legend_w, height - 180
-    span = max([*tl.t_ms, *(end for _n, _s, end in tl.phases), 1e-9])
-    widths = [figure_check.text_width(name, size) + 4 for name, _s, _e in tl.phases]
-    # each phase named at its band's top left, on the lowest row where it clears the others (a short optimizer phase
-    # and the next forward would be drawn over one another); the time axis runs on past the last allocation as far as
-    # the last label needs to stay inside the plot, starting on its band
-    span = max([span] + [start * plot_w / (plot_w - w) for (_n, start, _e), w in zip(tl.phases, widths) if w < plot_w])
-    lefts = [start / span * plot_w for _n, start, _e in tl.phases]
-    rows = figure_check.label_rows([(left, left + w + 4) for left, w in zip(lefts, widths)])
-    for (name, start, end), row in zip(tl.phases, rows):
-        fig.add_vrect(x0=start, x1=end, fillcolor=colors[name], line_width=0)
-        fig.add_annotation(x=start, xanchor="left", y=1 - row_px * row / plot_h,
-                           yref="paper", yanchor="top", text=name, showarrow=False, font=dict(size=size))
     # the labels' rows get a band of their own at the top: the curves stay under it, so no line crosses a label
-    band = (row_px * (max(rows) + 1) + 6) / plot_h if rows else 0.0
+    span, band = figure_check.shade_phases(fig, tl.phases, tl.t_ms, colors=colors, height=height, legend_w=legend_w)
     top = max([b / gib for b in (*tl.allocated, *tl.reserved)] + [1e-9]) * 1.02
     fig.update_layout(title=title or f"Memory over time: peak {tl.peak / gib:.2f} GiB allocated<br><sup>{tl.device}</sup>",
                       xaxis_title="ms since the first allocation", yaxis_title="GiB", height=height)

@@ -51,6 +51,8 @@ class MonitorSummary:
     j_per_image: float | None = None
     # what lowered the clocks in the busy samples that were slowed (NVML's clock-event reasons), most frequent first
     slowdown_reasons: tuple[str, ...] = ()
+    # the host's CPU utilisation (all cores), on a GPU run too: a GPU waiting on a busy CPU shows here
+    mean_host_cpu_pct: float | None = None
 
     def __str__(self) -> str:
         def pct(v):
@@ -60,6 +62,8 @@ class MonitorSummary:
             head = f"GPU utilisation (NVML) {pct(self.mean_util_pct)}, SM activity (GPM) {pct(self.mean_sm_active_pct)}"
         else:
             head = f"CPU utilisation {pct(self.mean_util_pct)} (no NVML: host telemetry)"
+        if self.source == "nvml" and self.mean_host_cpu_pct is not None:
+            head += f", host CPU {pct(self.mean_host_cpu_pct)}"
         thr = "" if self.img_per_s is None else f" | {self.img_per_s:,.0f} img/s"  # no steps counted: no cell
         return f"{head} | {self.memory_text()}{thr} | {self.duration_s:.1f} s, {self.samples} samples"
 
@@ -223,14 +227,7 @@ class MonitorRecord:
         images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
         span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
         totals = [t for t in get("mem_total_gib") if t is not None]
-        energy = [(s["t_s"], s["energy_j"]) for s in samples if s.get("energy_j") is not None]
-        energy_j = energy[-1][1] - energy[0][1] if len(energy) > 1 else None
-        j_per_image = None
-        inside = [(t, e) for t, e in energy if len(steps) > 1 and steps[0]["t_s"] <= t <= steps[-1]["t_s"]]
-        if len(inside) > 1 and images and span > 0 and inside[-1][0] > inside[0][0]:
-            # the board's mean power while the steps ran (the samples inside their span), times that span, per image
-            watts = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
-            j_per_image = watts * span / images
+        energy_j, j_per_image = _energy(samples, steps, images, span)
         counts: dict[str, int] = {}
         for s in slow:
             for name in decode_clock_reasons(int(s["clock_reasons"]) & SLOWDOWN_BITS):
@@ -254,7 +251,27 @@ class MonitorRecord:
             energy_j=energy_j,
             j_per_image=j_per_image,
             slowdown_reasons=tuple(sorted(counts, key=lambda n: -counts[n])),
+            mean_host_cpu_pct=_mean(get("cpu_pct")),
         )
+
+
+def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int,
+            span: float) -> tuple[float | None, float | None]:
+    """(joules over the samples, joules per image over the steps' span) from each GPU's energy counter, summed over
+    the GPUs (a DDP run's ranks each have a board); (None, None) without the counter."""
+    by_gpu: dict[Any, list[tuple[float, float]]] = {}
+    for s in samples:
+        if s.get("energy_j") is not None:
+            by_gpu.setdefault(s.get("gpu"), []).append((s["t_s"], s["energy_j"]))
+    total = [e[-1][1] - e[0][1] for e in by_gpu.values() if len(e) > 1]
+    watts = []
+    for e in by_gpu.values():
+        inside = [(t, j) for t, j in e if len(steps) > 1 and steps[0]["t_s"] <= t <= steps[-1]["t_s"]]
+        if len(inside) > 1 and inside[-1][0] > inside[0][0]:
+            # the board's mean power while the steps ran (the samples inside their span)
+            watts.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))
+    per_image = sum(watts) * span / images if watts and len(watts) == len(by_gpu) and images and span > 0 else None
+    return (sum(total) if total else None), per_image
 
 
 def load_record(name: str, *, directory: str | Path | None = None) -> MonitorRecord:

@@ -85,6 +85,9 @@ class Monitor:
         self._t0_wall = time.time()  # the same moment on the wall clock: phases other processes report (add_phase)
         self._started = False
         self._readers, self.devices, self.source = self._make_readers(devices, backend, handles, pcie, gpm)
+        # the host's CPU beside the GPU's figures: a GPU run fed by a busy CPU (decoding, resizing, launching)
+        # shows the CPU near 100% while the GPU waits
+        self._host = HostReader() if self.source == "nvml" else None
         self._allocator = allocator and self.source == "nvml" and backend is None
         self.record = MonitorRecord(source=self.source, devices=list(self.devices), period_s=self.period_s)
         self.title = title or default_title(self.record)  # by what it watches: "GPU monitor", or the CPU's
@@ -192,12 +195,18 @@ class Monitor:
     def _sample(self) -> None:
         t = self._now()
         rows = []
+        host: dict[str, float] = {}
+        if self._host is not None:
+            try:
+                host = self._host.read()  # once per sample, beside each GPU's row
+            except Exception:
+                host = {}
         for r in self._readers:
             try:
                 values = r.read()
             except Exception:
                 continue  # a failed read skips one sample; it must never kill the thread
-            row = {"t_s": t, "gpu": getattr(r, "gpu", None), **values}
+            row = {"t_s": t, "gpu": getattr(r, "gpu", None), **values, **host}
             if self._allocator:
                 row.update(self._allocator_gib(row["gpu"]))
             rows.append(row)

@@ -75,6 +75,8 @@ def _trace_specs(record: MonitorRecord) -> list[tuple[int, str, str, Any, bool]]
                 (2, f"power{tag}", "power_w", d, False),
                 (2, f"SM clock{tag}", "sm_clock_mhz", d, True),
             ]
+        # the host's CPU, once (each GPU's row carries the same reading)
+        specs.insert(3, (0, "host CPU", "cpu_pct", (record.devices or [None])[0], False))
     else:
         specs += [(0, "CPU utilisation", "cpu_pct", None, False), (1, "process memory (RSS)", "host_mem_gib", None, False)]
     return specs

@@ -1,0 +1,363 @@
+"""helpers.nsys on a CPU: a fake ``nsys`` (a small Python script first on the PATH) answers ``--version``, the two
+help texts, ``profile`` (writes a report file) and ``stats`` (prints CSV as the real one does), so the whole path is
+tested: not installed, installed and read into tables, a version that records too few kernels, old and new flags and
+report names, a timeout and a failure that say what to change.
+
+The CSV below is in the real format: the current reports' headers as nsys 2024.1 printed them ("Processing [...] with
+[...]..." before each report, a blank line after it), the old ones (``gpukernsum``, ``cudaapisum``, ``nvtxppsum``;
+"Time(%)", "Average", ...) as their report scripts name their columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import nsys, nsys_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NEW_PROFILE_HELP = """usage: nsys profile [<args>] [application] [<application args>]
+	-c, --capture-range=
+	   Possible values are none, cudaProfilerApi, hotkey, nvtx.
+	--capture-range-end=
+	   Possible values are none, stop, stop-shutdown, repeat[:N] or repeat-shutdown:N.
+	-p, --nvtx-capture=
+"""
+OLD_PROFILE_HELP = """usage: nsys profile [<args>] [application] [<application args>]
+	-c, --capture-range=
+	   Possible values are none, cudaProfilerApi, nvtx, hotkey.
+	-x, --stop-on-range-end=
+	   Possible values are 'true' or 'false'.
+	-p, --nvtx-capture=
+"""
+NEW_REPORTS_HELP = """The following built-in reports are available:
+
+  cuda_api_sum -- CUDA API Summary
+  cuda_gpu_kern_sum[:nvtx-name][:base|:mangled] -- CUDA GPU Kernel Summary
+  nvtx_pushpop_sum -- NVTX Push/Pop Range Summary
+  nvtx_sum -- NVTX Range Summary
+"""
+OLD_REPORTS_HELP = """The following built-in reports are available:
+
+  cudaapisum -- CUDA API Summary
+  gpukernsum[:base] -- CUDA GPU Kernel Summary
+  nvtxppsum -- NVTX Push/Pop Range Summary
+"""
+
+KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+
+
+def new_stats(kernel_rows: str) -> str:
+    """``nsys stats --report cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum --format csv --output -`` as 2024.1 prints it."""
+    where = "/opt/nvidia/nsight-systems/2024.1.1/host-linux-x64/reports"
+    return f"""Generating SQLite file {{report}}.sqlite from {{report}}
+Processing [{{report}}.sqlite] with [{where}/cuda_gpu_kern_sum.py]... 
+Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+{kernel_rows}
+Processing [{{report}}.sqlite] with [{where}/cuda_api_sum.py]... 
+Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name
+80.0,8000000,400,20000.0,19000.0,15000,90000,3000.5,cudaLaunchKernel
+20.0,2000000,2,1000000.0,1000000.0,900000,1100000,141421.4,cudaDeviceSynchronize
+
+Processing [{{report}}.sqlite] with [{where}/nvtx_sum.py]... 
+Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Style,Range
+50.5,12000000,1,12000000.0,12000000.0,12000000,12000000,0.0,PushPop,profiled_steps
+49.5,11800000,2,5900000.0,5900000.0,5800000,6000000,141421.4,PushPop,step
+
+"""
+
+
+# 400 launches of 3 kernels; the GEMM twice, as the versions that group by grid shape list it
+NEW_KERNELS = f"""60.0,3000000,300,10000.0,10000.0,9000,11000,500.0,"{KERNEL}(int, at::native::FillFunctor<float>)"
+25.0,1250000,60,20833.3,20000.0,20000,25000,100.0,sm90_xmma_gemm_bf16bf16_bf16f32
+15.0,750000,40,18750.0,18000.0,18000,20000,100.0,sm90_xmma_gemm_bf16bf16_bf16f32
+"""
+ONE_KERNEL = "100.0,5000,1,5000.0,5000.0,5000,5000,0.0,cudnn_infer_ampere_scudnn_128x32_relu_small_nn_v1\n"
+
+OLD_STATS = """Using {report}.sqlite file for stats and reports.
+Exporting [/usr/local/cuda-11.2/bin/nsys-exporter] to [{report}.sqlite]... 
+Running [/usr/local/cuda-11.2/nsight-systems-2021.1.1/target-linux-x64/reports/gpukernsum.py {report}.sqlite]... 
+"Time(%)","Total Time (ns)","Instances","Average","Minimum","Maximum","Name"
+"70.0","700000","70","10000.0","9000","11000","volta_sgemm_128x64_nn"
+"30.0","300000","30","10000.0","9000","11000","void at::native::reduce_kernel<512, 1>(int, float)"
+
+Running [/usr/local/cuda-11.2/nsight-systems-2021.1.1/target-linux-x64/reports/cudaapisum.py {report}.sqlite]... 
+"Time(%)","Total Time (ns)","Num Calls","Average","Minimum","Maximum","Name"
+"100.0","5000000","100","50000.0","40000","60000","cudaLaunchKernel"
+
+Running [/usr/local/cuda-11.2/nsight-systems-2021.1.1/target-linux-x64/reports/nvtxppsum.py {report}.sqlite]... SKIPPED: {report}.sqlite does not contain NV Tools Extension (NVTX) data
+
+"""
+
+FAKE = '''#!{python}
+"""A stand-in for nsys: answers as fake.json beside it says, and logs each call to calls.log."""
+import json, os, subprocess, sys, time
+from pathlib import Path
+
+here = Path(__file__).resolve().parent
+cfg = json.loads((here / "fake.json").read_text())
+args = sys.argv[1:]
+with open(here / "calls.log", "a") as log:
+    log.write(json.dumps({{"argv": args, "register_only": os.environ.get("NSYS_NVTX_PROFILER_REGISTER_ONLY"),
+                          "pythonpath": os.environ.get("PYTHONPATH", "")}}) + "\\n")
+if args == ["--version"]:
+    print(cfg["version_line"])
+elif args[:2] == ["profile", "--help"]:
+    print(cfg["profile_help"])
+elif args[:2] == ["stats", "--help-reports"]:
+    print(cfg["reports_help"])
+elif args[0] == "profile":
+    if cfg.get("sleep_s"):  # a program that runs too long: nsys's own child, as the real one launches it
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        (here / "child.pid").write_text(str(child.pid))
+        time.sleep(cfg["sleep_s"])
+    if cfg.get("profile_exit"):
+        print(cfg.get("profile_said", ""), file=sys.stderr)
+        sys.exit(cfg["profile_exit"])
+    out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+    if cfg.get("report_suffix"):
+        Path(out + cfg["report_suffix"]).write_bytes(b"a report")
+elif args[0] == "stats":
+    report = args[-1]
+    if not Path(report).exists():
+        print(f"ERROR: {{report}} does not exist.", file=sys.stderr)
+        sys.exit(1)
+    print(cfg["stats_out"].format(report=report))
+    sys.exit(cfg.get("stats_exit", 0))
+'''
+
+
+def install_fake(folder: Path, **cfg) -> Path:
+    """A fake nsys in ``folder`` answering per ``cfg`` (a 2024.1 by default); returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = {"version_line": "NVIDIA Nsight Systems version 2024.1.1.59-241133802077v0",
+            "profile_help": NEW_PROFILE_HELP, "reports_help": NEW_REPORTS_HELP, "report_suffix": ".nsys-rep",
+            "stats_out": new_stats(NEW_KERNELS)}
+    (folder / "fake.json").write_text(json.dumps({**base, **cfg}))
+    exe = folder / "nsys"
+    exe.write_text(FAKE.format(python=sys.executable))
+    exe.chmod(0o755)
+    return exe
+
+
+def calls(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "calls.log").read_text().splitlines()]
+
+
+@pytest.fixture
+def only(monkeypatch, tmp_path):
+    """PATH holds only the given folder (and the usual install places are not searched): nothing real is found."""
+    def put_first(folder: Path) -> None:
+        monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setattr(nsys, "PLACES", ())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    put_first(empty)
+    return put_first
+
+
+def test_not_installed_says_so_in_one_line_with_how_to_get_it(only):
+    assert nsys.find_nsys() is None
+    res = nsys.measure(steps=1, batch=2, image_size=16)
+    assert res.state == "not installed" and res.stats is None and res.command == ()
+    assert "\n" not in res.line and "not installed" in res.line and "CUDA toolkit" in res.line
+    assert nsys.availability_line(None) == res.line
+    with pytest.raises(nsys.NsysError, match="not installed"):
+        nsys.profile(steps=1)
+
+
+def test_found_in_an_install_place_with_its_version_and_names(only, tmp_path):
+    install_fake(tmp_path / "opt" / "nvidia" / "nsight-systems" / "2024.1.1" / "bin")
+    tool = nsys.find_nsys(places=(str(tmp_path / "opt/nvidia/nsight-systems/*/bin/nsys"),))
+    assert tool is not None and tool.path.endswith("2024.1.1/bin/nsys")
+    assert tool.version == "2024.1.1.59" and tool.release == (2024, 1) and tool.name == "nsys 2024.1.1.59"
+    assert tool.report_names() == {"kernels": "cuda_gpu_kern_sum", "api": "cuda_api_sum", "nvtx": "nvtx_sum"}
+    assert tool.capture_end() == ["--capture-range-end=stop"]
+    # where the help said nothing, the version decides: the reports were renamed in 2023.1
+    assert nsys.NsysTool("x", "2022.4.2").report_names() == {"kernels": "gpukernsum", "api": "cudaapisum",
+                                                             "nvtx": "nvtxppsum"}
+    assert nsys.NsysTool("x", "2023.4.4").report_names()["kernels"] == "cuda_gpu_kern_sum"
+
+
+def test_installed_records_with_an_nvtx_capture_range_and_reads_the_tables(only, tmp_path):
+    fake = tmp_path / "bin"
+    install_fake(fake)
+    only(fake)
+    rec = nsys.profile(steps=2, batch=4, image_size=16, folder=tmp_path / "out")
+    assert rec.report == tmp_path / "out" / "steps.nsys-rep" and rec.report.exists()
+    argv, env = calls(fake)[-1]["argv"], calls(fake)[-1]
+    for flag in ("--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=nvtx",
+                 "--nvtx-capture=profiled_steps", "--capture-range-end=stop", "--force-overwrite=true",
+                 f"--output={tmp_path / 'out' / 'steps'}"):
+        assert flag in argv
+    assert argv[argv.index("-m"):] == ["-m", "helpers.nsys_target", "--steps", "2", "--batch", "4",
+                                       "--image-size", "16"]
+    # PyTorch's NVTX names are unregistered strings: without this, the capture range never opens
+    assert env["register_only"] == "0" and env["pythonpath"].split(os.pathsep)[0] == str(ROOT)
+
+    st = nsys.stats(rec.report)
+    assert calls(fake)[-1]["argv"] == ["stats", "--report=cuda_gpu_kern_sum,cuda_api_sum,nvtx_sum", "--format=csv",
+                                       "--output=-", str(rec.report)]
+    assert st.kernel_count == 400 and len(st.kernels) == 2  # the GEMM's two grid shapes are one kernel
+    gemm = next(k for k in st.kernels if "xmma_gemm" in k.name)
+    assert (gemm.instances, gemm.total_ms, gemm.share) == (100, pytest.approx(2.0), pytest.approx(0.40))
+    assert st.kernels[0].name.startswith(KERNEL) and st.kernels[0].total_ms == pytest.approx(3.0)
+    assert [(a.name, a.calls, a.total_ms) for a in st.api] == [("cudaLaunchKernel", 400, pytest.approx(8.0)),
+                                                               ("cudaDeviceSynchronize", 2, pytest.approx(2.0))]
+    assert [(r.name, r.instances) for r in st.ranges] == [("profiled_steps", 1), ("step", 2)]
+    assert st.skipped == {}
+
+    shown = st.tables()
+    assert list(shown) == ["kernels", "CUDA API", "NVTX ranges"]
+    k = shown["kernels"].shown
+    assert list(k.columns) == ["kernel", "kind", "instances", "total ms", "share %"]
+    assert k.iloc[0]["kind"] == "elementwise" and k.iloc[0]["share %"] == "60.0" and k.iloc[1]["instances"] == "100"
+    assert k.iloc[0]["kernel"].endswith("...") and len(k.iloc[0]["kernel"]) == 90
+    assert shown["CUDA API"].shown.iloc[0]["total ms"] == "8.00"
+
+    ok = nsys.availability(nsys.find_nsys(), st, expected_kernels=410)
+    assert ok.state == "ok" and (ok.kernels_recorded, ok.kernels_expected) == (400, 410)
+    assert "\n" not in ok.line and "400 kernel launches" in ok.line and "410" in ok.line
+
+
+def test_an_old_nsys_gets_its_own_flag_report_names_and_columns(only, tmp_path):
+    fake = tmp_path / "bin"
+    install_fake(fake, version_line="NVIDIA Nsight Systems version 2021.1.1.66-6c5c5cb", report_suffix=".qdrep",
+                 profile_help=OLD_PROFILE_HELP, reports_help=OLD_REPORTS_HELP, stats_out=OLD_STATS)
+    only(fake)
+    rec = nsys.profile(steps=1, batch=2, image_size=16, folder=tmp_path / "out")
+    assert rec.report.suffix == ".qdrep"
+    assert "--stop-on-range-end=true" in rec.command and "--capture-range-end=stop" not in rec.command
+    st = nsys.stats(rec.report)
+    assert calls(fake)[-1]["argv"][1] == "--report=gpukernsum,cudaapisum,nvtxppsum"
+    assert [(k.name, k.instances, k.total_ms, k.share) for k in st.kernels] == [
+        ("volta_sgemm_128x64_nn", 70, pytest.approx(0.7), pytest.approx(0.7)),
+        ("void at::native::reduce_kernel<512, 1>(int, float)", 30, pytest.approx(0.3), pytest.approx(0.3))]
+    assert [(a.name, a.calls) for a in st.api] == [("cudaLaunchKernel", 100)]
+    assert st.ranges == () and "NVTX" in st.skipped["nvtx"]
+    assert any("recorded none" in note and "NVTX" in note for note in st.tables()["NVTX ranges"].notes)
+
+
+def test_a_version_that_misses_kernels_says_so_with_the_counts(only, tmp_path, monkeypatch):
+    import torch
+
+    fake = tmp_path / "bin"
+    install_fake(fake, version_line="NVIDIA Nsight Systems version 2023.4.4.54-234433681190v0",
+                 stats_out=new_stats(ONE_KERNEL))
+    only(fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the fake records nothing real: no GPU needed
+    res = nsys.measure(steps=2, batch=4, image_size=16, expected_kernels=100)
+    assert res.state == "too few kernels" and res.stats is not None
+    assert (res.availability.kernels_recorded, res.availability.kernels_expected) == (1, 100)
+    assert "\n" not in res.line
+    assert "nsys 2023.4.4.54 recorded 1 kernel where the steps launched 100" in res.line
+    assert "NVTX ranges (3)" in res.line and "CUDA API calls (402)" in res.line
+    if torch.version.cuda:
+        assert f"CUDA {torch.version.cuda}" in res.line
+    # what it did record is still read: the NVTX ranges and the API calls
+    assert [r.name for r in res.stats.ranges] == ["profiled_steps", "step"]
+    # near the launched count is no case of missing kernels: 1 recorded of 2 launched is within TOO_FEW
+    assert nsys.availability(nsys.find_nsys(), res.stats, expected_kernels=2).state == "ok"
+
+
+def test_a_timeout_stops_nsys_and_its_program_and_says_what_to_change(only, tmp_path, monkeypatch):
+    import torch
+
+    fake = tmp_path / "bin"
+    install_fake(fake, sleep_s=30)
+    only(fake)
+    start = time.monotonic()
+    with pytest.raises(nsys.NsysError) as e:
+        nsys.profile(steps=3, batch=8, image_size=16, folder=tmp_path / "out", timeout_s=1)
+    assert time.monotonic() - start < 15
+    assert "longer than 1 s" in str(e.value) and "timeout_s" in str(e.value) and "steps=3" in str(e.value)
+    assert e.value.command and e.value.command[1] == "profile"
+    pid = int((fake / "child.pid").read_text())
+    assert _gone(pid), "the program nsys launched was left running"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    res = nsys.measure(steps=3, batch=8, image_size=16, expected_kernels=10, timeout_s=0.5)
+    assert res.state == "failed" and "\n" not in res.line and "timeout_s" in res.line and res.command
+
+
+def test_a_failure_says_what_went_wrong_and_what_to_change(only, tmp_path):
+    fake = tmp_path / "bin"
+    install_fake(fake, profile_exit=1, profile_said="unrecognized option '--capture-range-end=stop'")
+    only(fake)
+    tool = nsys.find_nsys()
+    with pytest.raises(nsys.NsysError, match=r"exited with 1 \(unrecognized option.*nsys profile --help"):
+        nsys.profile(tool=tool, steps=1, folder=tmp_path / "a")
+    install_fake(fake, profile_exit=1, profile_said="Traceback (most recent call last):\nRuntimeError: no GPU")
+    with pytest.raises(nsys.NsysError, match=r"RuntimeError: no GPU.*python -m helpers.nsys_target"):
+        nsys.profile(tool=tool, steps=1, folder=tmp_path / "b")
+    install_fake(fake)
+    assert nsys.profile(tool=tool, steps=1, folder=tmp_path / "c").report.exists()
+    install_fake(fake, report_suffix=".qdstrm")  # the same folder: the earlier report is not taken for this one
+    with pytest.raises(nsys.NsysError, match="QdstrmImporter"):
+        nsys.profile(tool=tool, steps=1, folder=tmp_path / "c")
+    install_fake(fake, report_suffix="")
+    with pytest.raises(nsys.NsysError, match="'profiled_steps' never started the recording"):
+        nsys.profile(tool=tool, steps=1, folder=tmp_path / "d")
+    install_fake(fake, stats_exit=1, stats_out="ERROR: Report 'cuda_gpu_kern_sum' could not be found.")
+    with pytest.raises(nsys.NsysError, match=r"nsys stats exited with 1 \(ERROR: Report.*--help-reports"):
+        nsys.stats(nsys.profile(tool=tool, steps=1, folder=tmp_path / "e").report, tool=tool)
+
+
+def test_installed_without_a_gpu_says_so(only, tmp_path, monkeypatch):
+    import torch
+
+    fake = tmp_path / "bin"
+    install_fake(fake)
+    only(fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = nsys.measure(steps=1, batch=2, image_size=16)
+    assert res.state == "no GPU" and "no CUDA GPU" in res.line and str(fake / "nsys") in res.line
+    assert not any(c["argv"][0] == "profile" and "--help" not in c["argv"] for c in calls(fake))
+
+
+def test_the_target_records_only_its_steps_inside_the_capture_range(monkeypatch):
+    seen: list[str] = []
+
+    class Steps:  # stands in for the course's Trainer (whose first optimizer imports torch._dynamo: seconds)
+        cuda = False
+
+        def step(self, *, measure: bool = True) -> None:
+            assert measure is False
+            seen.append("step")
+
+    @contextlib.contextmanager
+    def nvtx_range(name: str):
+        seen.append(f"open {name}")
+        yield
+        seen.append(f"close {name}")
+
+    monkeypatch.setattr(nsys_target.profiling, "nvtx_range", nvtx_range)
+    made = []
+    monkeypatch.setattr(nsys_target, "make_trainer", lambda **kw: made.append(kw) or Steps())
+    assert nsys_target.main(["--steps", "2", "--batch", "4", "--image-size", "16"]) == 0
+    assert made == [{"batch": 4, "image_size": 16}]
+    inside = ["open step", "step", "close step"]
+    assert seen == ["step"] * nsys_target.WARMUP_STEPS + ["open profiled_steps", *inside, *inside,
+                                                           "close profiled_steps"]
+    assert nsys.CAPTURE_RANGE == "profiled_steps"  # the range nsys's --nvtx-capture names
+
+
+def _gone(pid: int, wait_s: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting for its parent counts as ended)."""
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
