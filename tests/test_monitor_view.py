@@ -19,6 +19,16 @@ def _record(source="nvml", n=20, devices=(0,)):
                          samples=samples, steps=steps, phases=phases)
 
 
+def test_a_gpu_runs_figure_draws_the_hosts_cpu_once_beside_the_gpus_utilisation():
+    rec = _record(devices=(0, 1))
+    for s in rec.samples:
+        s["cpu_pct"] = 55.0  # the monitor puts the one host reading on each GPU's row
+    fig = monitor_view.build_figure(rec)
+    host = [t for t in fig.data if t.name == "host CPU"]
+    assert len(host) == 1 and len(host[0].x) == 20 and set(host[0].y) == {55.0}
+    assert host[0].yaxis == next(t for t in fig.data if t.name == "NVML utilisation GPU0").yaxis  # the % panel
+
+
 def test_static_figure_has_four_panels_with_data_and_phase_bands():
     fig = monitor_view.build_figure(_record())
     names = [t.name for t in fig.data]
