@@ -239,3 +239,16 @@ def test_compile_in_practice_on_a_gpu_break_gain_recompiles_and_what_graphs_capt
     hows = set(split["how"])
     assert hows == {"replayed in a CUDA graph", "launched one by one"}, split  # the optimizer stays eager
     assert (split["share %"].sum() - 100) < 1e-6
+
+
+def test_nsight_systems_where_installed_or_one_line_that_says_why_not():
+    """Our GPU nodes have no nsys (the line says so); where a CUDA toolkit brings one, its tables come back with the
+    kernels the same steps launch, or the line says how many it lost."""
+    from helpers import nsys
+
+    res = nsys.measure(steps=3, batch=16, image_size=64, timeout_s=240)
+    assert res.state in nsys.STATES and res.line and "\n" not in res.line
+    if res.state == "ok":
+        assert res.stats is not None and res.stats.kernel_count > 0
+    elif res.state == "not installed":
+        assert res.stats is None

@@ -56,3 +56,38 @@ def test_large_batch_exercise_at_full_scale(recipe, passes):
                "AdamW, no warm-up, too high": (lambda p: torch.optim.AdamW(p, lr=1e-2), lb.constant(1e-2))}
     check = nb04.check_large_batch(*answers[recipe], setup=lb.setup_for("full"), device="cuda")
     assert check.passed == passes, check.message
+
+
+def test_the_snapshot_of_one_step_holds_its_phases_and_its_kinds_and_ends_where_the_allocator_does(tmp_path):
+    """What the CPU tests could only assume from torch's source: the record_function ranges reach the snapshot's
+    external_annotations, the backward's blocks are told apart by when they lived, and the timeline's last total is
+    the allocator's own count."""
+    from helpers import figure_check, profiling
+    from helpers.memory import snapshot
+
+    net = models.ReferenceCNN(64).cuda()
+    adam = torch.optim.Adam(net.parameters())
+    x = torch.randn(32, 3, 64, 64, device="cuda")
+    y = torch.randint(0, 10, (32,), device="cuda")
+
+    def step():
+        with profiling.nvtx_range("forward"):
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+        with profiling.nvtx_range("backward"):
+            loss.backward()
+        with profiling.nvtx_range("optimizer"):
+            adam.step()
+            adam.zero_grad(set_to_none=False)
+
+    snap = snapshot.record_snapshot(step, device="cuda")
+    tl = snapshot.timeline(snap, kinds=snapshot.tensor_kinds(net, adam), label="test")
+    assert [name for name, _s, _e in tl.phases] == ["forward", "backward", "optimizer"], tl.notes
+    at_end = dict(zip(tl.kinds, (series[-1] for series in tl.allocated)))
+    params = sum(p.numel() * p.element_size() for p in net.parameters())
+    assert at_end.get("parameters") == pytest.approx(params, rel=0.01)
+    assert at_end.get("optimizer state", 0) >= 2 * params * 0.99  # Adam's two moments
+    assert tl.at_peak().get("activations", 0) > 0 and tl.peak_phase in ("forward", "backward")
+    assert tl.total[-1] == pytest.approx(torch.cuda.memory_allocated(), rel=0.05)
+    assert figure_check.problems(snapshot.timeline_figure(tl)) == []
+    assert len(snapshot.largest_blocks_table(tl).shown) > 0
+    assert snapshot.save_viewer(snap, tmp_path / "step.html").stat().st_size > 0
