@@ -112,3 +112,20 @@ def test_the_optimizer_step_four_ways_on_a_cpu():
                                           "torch.compile(opt.step)"]  # no fused Adam on a CPU here
     assert (df["step ms"] > 0).all() and df["kernels"].isna().all()
     assert any("a CPU launches no kernels" in n for n in readable(df).notes)
+
+
+def test_whole_training_steps_with_the_optimizer_compiled_beside_the_model_compiled_alone(monkeypatch):
+    x, y = torch.randn(8, 16), torch.randint(0, 16, (8,))
+    df = cp.step_variants(lambda: models.small_mlp(width=16, depth=2), x, y, backend="eager", repeats=3)
+    assert list(df["training step"]) == ["eager model, foreach Adam", "compiled model, foreach Adam",
+                                         "compiled model, compiled Adam step"]  # no fused Adam on a CPU
+    assert (df["step ms"] > 0).all() and df["× vs eager"].iloc[0] == 1.0
+    graphs = {}
+    for label, compile_step in (("eager step", False), ("compiled step", True)):  # the model eager in both
+        monkeypatch.setattr(cp, "STEP_VARIANTS", ((label, False, {"foreach": True}, compile_step),))
+        torch._dynamo.reset()
+        counter = [0]
+        cp.step_variants(lambda: models.small_mlp(width=16, depth=2), x, y,
+                         backend=cp.counting_backend("eager", counter), repeats=3)
+        graphs[label] = counter[0]
+    assert graphs == {"eager step": 0, "compiled step": graphs["compiled step"]} and graphs["compiled step"] >= 1

@@ -6,6 +6,7 @@
     runs = [compiles_over(mlp, batches, variant=v) for v in VARIANTS]   # how often each way of compiling compiled
     compiles_table(runs)                 # DataFrame: compiles, recompiles, their seconds, and the time per call
     optimizer_variants(model, x, y)      # DataFrame: the optimizer's step eager, fused and compiled
+    step_variants(model, x, y)           # DataFrame: whole training steps, the model and its optimizer compiled or not
 
 A **graph break** is a line Dynamo cannot put in a graph (``.item()``, ``print`` of a tensor, a branch on a
 tensor's value): the function runs as two compiled graphs with Python between them, and at ``.item()`` the host
@@ -34,7 +35,7 @@ from torch import nn
 from .. import bench, models
 
 __all__ = ["ScaleLoggedMLP", "quiet_torch_logs", "counting_backend", "GraphBreak", "GraphBreaks", "graph_breaks", "BreakGain", "break_gain", "VARIANTS",
-           "CompileCount", "compiles_over", "compiles_table", "optimizer_variants"]
+           "CompileCount", "compiles_over", "compiles_table", "optimizer_variants", "step_variants"]
 
 
 class ScaleLoggedMLP(nn.Module):
@@ -370,5 +371,62 @@ def optimizer_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: to
     df.attrs["spread"] = "spread %"
     df.attrs["spread_of"] = ["step ms", "× vs for-loop"]
     df.attrs["formats"] = {"optimizer step": "text", "kernels": "whole"}
+    df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
+    return df
+
+
+#: The whole training steps :func:`step_variants` times: (label, the model compiled, Adam's keywords, its step compiled)
+STEP_VARIANTS: tuple[tuple[str, bool, dict, bool], ...] = (
+    ("eager model, foreach Adam", False, {"foreach": True}, False),
+    ("compiled model, foreach Adam", True, {"foreach": True}, False),
+    ("compiled model, fused Adam", True, {"fused": True}, False),
+    ("compiled model, compiled Adam step", True, {"foreach": True}, True),
+)
+
+
+def step_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor, *, lr: float = 1e-3,
+                  repeats: int = 20, backend: str = "inductor") -> "pandas.DataFrame":  # noqa: F821
+    """Whole training steps (forward, backward, Adam's step, zeroing the gradients), the optimizer compiled *with*
+    the model, against the model alone compiled: each row's step time (median of ``repeats``, after the first calls
+    compiled), its first call, and the kernels one step launches on a GPU. ``fused=True`` needs a GPU: on a CPU that
+    row is left out. The model's forward and backward compile as one graph pair; the optimizer's step compiles
+    apart (``torch.compile(opt.step)``, as PyTorch's own recipe does it): ``loss.backward()`` is the boundary
+    between the two, which Dynamo does not trace through.
+
+        df = step_variants(models.small_mlp, x, y)   # "× vs eager": each step's speed over the eager step's
+    """
+    import pandas as pd
+
+    dev = x.device
+    rows = []
+    for label, compile_model, kwargs, compile_step in STEP_VARIANTS:
+        if kwargs.get("fused") and dev.type != "cuda":
+            continue
+        torch.manual_seed(0)
+        model = model_fn().to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=lr, **kwargs)
+        fwd = torch.compile(model, backend=backend) if compile_model else model
+        opt_step = torch.compile(opt.step, backend=backend) if compile_step else opt.step
+
+        def step(fwd=fwd, opt=opt, opt_step=opt_step) -> None:
+            nn.functional.cross_entropy(fwd(x), y).backward()
+            opt_step()
+            opt.zero_grad(set_to_none=True)
+
+        _sync(dev)
+        t0 = time.perf_counter()
+        with quiet_torch_logs():
+            step()
+            step()  # the second call compiles too: Adam's state exists only after the first
+        _sync(dev)
+        first_s = time.perf_counter() - t0
+        m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
+        rows.append({"training step": label, "first two calls s": first_s, "step ms": m.median_ms,
+                     "spread %": m.spread_pct, "kernels": _opt_kernels(step, dev)})
+    df = pd.DataFrame(rows)
+    df["× vs eager"] = df["step ms"].iloc[0] / df["step ms"]
+    df.attrs["spread"] = "spread %"
+    df.attrs["spread_of"] = ["step ms", "× vs eager"]
+    df.attrs["formats"] = {"training step": "text", "kernels": "whole"}
     df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
     return df
