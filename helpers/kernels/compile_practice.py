@@ -366,13 +366,7 @@ def optimizer_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: to
         m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
         rows.append({"optimizer step": label, "first call s": first_s, "step ms": m.median_ms,
                      "spread %": m.spread_pct, "kernels": _opt_kernels(step, dev)})
-    df = pd.DataFrame(rows)
-    df["× vs for-loop"] = df["step ms"].iloc[0] / df["step ms"]
-    df.attrs["spread"] = "spread %"
-    df.attrs["spread_of"] = ["step ms", "× vs for-loop"]
-    df.attrs["formats"] = {"optimizer step": "text", "kernels": "whole"}
-    df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
-    return df
+    return _against_first(pd.DataFrame(rows), "optimizer step", "× vs for-loop")
 
 
 #: The whole training steps :func:`step_variants` times: (label, the model compiled, Adam's keywords, its step compiled)
@@ -423,10 +417,14 @@ def step_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.T
         m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
         rows.append({"training step": label, "first two calls s": first_s, "step ms": m.median_ms,
                      "spread %": m.spread_pct, "kernels": _opt_kernels(step, dev)})
-    df = pd.DataFrame(rows)
-    df["× vs eager"] = df["step ms"].iloc[0] / df["step ms"]
+    return _against_first(pd.DataFrame(rows), "training step", "× vs eager")
+
+
+def _against_first(df: "pandas.DataFrame", label: str, ratio: str) -> "pandas.DataFrame":  # noqa: F821
+    """Each row's speed over the first row's, and how the table reads (spreads, text, whole kernel counts)."""
+    df[ratio] = df["step ms"].iloc[0] / df["step ms"]
     df.attrs["spread"] = "spread %"
-    df.attrs["spread_of"] = ["step ms", "× vs eager"]
-    df.attrs["formats"] = {"training step": "text", "kernels": "whole"}
+    df.attrs["spread_of"] = ["step ms", ratio]
+    df.attrs["formats"] = {label: "text", "kernels": "whole"}
     df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
     return df
