@@ -33,6 +33,8 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      overlap; torchrun on many nodes, Slurm; a leaderboard entry
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
+    gpt/   model · data ← flops · memory ← sharded    a small GPT and its tokens; FLOPs per token and bytes per
+                                                     parameter, measured; the optimizer's state sharded over ranks
     train · ncu · nsys_stats · memory.resilient · memory.timeline
                                                      the training loop; Nsight Compute's table; Nsight Systems'
                                                      tables read; backing off on OOM; memory over time

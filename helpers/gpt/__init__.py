@@ -1,0 +1,12 @@
+"""A small GPT to train and measure (07_transformer): the network, its FLOPs, its data, its memory, sharded.
+
+    from helpers.gpt.model import GPT, GPTConfig          # GPT(GPTConfig.smoke(), attention="sdpa", checkpoint="none")
+    from helpers.gpt.flops import flops_per_token, mfu    # 6N + 12·L·H·Q·T, PaLM's and nanoGPT's count
+    from helpers.gpt.data import MarkovSource, uniform_loss   # offline tokens with a known best loss
+    from helpers.gpt.memory import measure_training_bytes     # bytes per parameter, walked tensor by tensor
+    from helpers.gpt.sharded import measure_sharding          # DDP, ZeRO, FSDP2 on gloo ranks: state per rank
+
+``model`` and ``data`` ← ``flops`` · ``memory`` ← ``sharded`` (whose worker ``torchrun`` runs as
+``python -m helpers.gpt.sharded``). Nothing is imported here: this package's modules import torch, and a
+``python -m`` worker must not import its own module twice (once through the package, once as ``__main__``).
+"""
