@@ -357,15 +357,9 @@ def optimizer_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: to
         opt = torch.optim.Adam(model.parameters(), lr=lr, **kwargs)
         nn.functional.cross_entropy(model(x), y).backward()  # gradients to step with, kept for every timed step
         step = torch.compile(opt.step, backend=backend) if compiled else opt.step
-        _sync(dev)
-        t0 = time.perf_counter()
-        with quiet_torch_logs():  # Dynamo notes that it skips the step's profiler range: nothing to act on
-            step()
-        _sync(dev)
-        first_s = time.perf_counter() - t0
-        m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
+        first_s, m, kernels = _first_then_timed(step, dev, calls=1, repeats=repeats)
         rows.append({"optimizer step": label, "first call s": first_s, "step ms": m.median_ms,
-                     "spread %": m.spread_pct, "kernels": _opt_kernels(step, dev)})
+                     "spread %": m.spread_pct, "kernels": kernels})
     return _against_first(pd.DataFrame(rows), "optimizer step", "× vs for-loop")
 
 
@@ -407,17 +401,23 @@ def step_variants(model_fn: Callable[[], nn.Module], x: torch.Tensor, y: torch.T
             opt_step()
             opt.zero_grad(set_to_none=True)
 
-        _sync(dev)
-        t0 = time.perf_counter()
-        with quiet_torch_logs():
-            step()
-            step()  # the second call compiles too: Adam's state exists only after the first
-        _sync(dev)
-        first_s = time.perf_counter() - t0
-        m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
+        # two first calls: the second compiles too, for Adam's state exists only after the first
+        first_s, m, kernels = _first_then_timed(step, dev, calls=2, repeats=repeats)
         rows.append({"training step": label, "first two calls s": first_s, "step ms": m.median_ms,
-                     "spread %": m.spread_pct, "kernels": _opt_kernels(step, dev)})
+                     "spread %": m.spread_pct, "kernels": kernels})
     return _against_first(pd.DataFrame(rows), "training step", "× vs eager")
+
+
+def _first_then_timed(step: Callable[[], None], dev: torch.device, *, calls: int, repeats: int):
+    """(seconds of the first ``calls`` calls, where compiling happens; the steady calls' timing; kernels per call)."""
+    _sync(dev)
+    t0 = time.perf_counter()
+    with quiet_torch_logs():  # Dynamo notes that it skips the step's profiler range: nothing to act on
+        for _ in range(calls):
+            step()
+    _sync(dev)
+    first_s = time.perf_counter() - t0
+    return first_s, bench.time_it(step, warmup=3, repeats=repeats, device=dev), _opt_kernels(step, dev)
 
 
 def _against_first(df: "pandas.DataFrame", label: str, ratio: str) -> "pandas.DataFrame":  # noqa: F821
