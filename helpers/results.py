@@ -231,6 +231,7 @@ _FIGURE_UNITS: list[tuple[str, str, str]] = [
     (r"tflops", "TFLOP/s", "sig"),
     (r"gflop_per_image", "GFLOP/image", "sig"),
     (r"ms_per_image", "ms/image", "sig"),
+    (r"j_per_image", "J/image", "sig"),
     (r"_pts$", "points", "sig"),
     (r"(^|_)pct(_|$)", "%", "percent"),
     (r"(^|_)(share|frac)(_|$)|accuracy$|(^|_)mfu$", "%", "fraction"),
@@ -248,6 +249,8 @@ def figure_unit(name: str) -> tuple[str, str]:
 
     >>> figure_unit("baseline_img_per_s"), figure_unit("baseline_data_wait_share"), figure_unit("sdpa_speedup")
     (('img/s', 'whole'), ('%', 'fraction'), ('×', 'sig'))
+    >>> figure_unit("energy_j_per_image_final")
+    ('J/image', 'sig')
     """
     for pattern, unit, kind in _FIGURE_UNITS:
         if re.search(pattern, name):

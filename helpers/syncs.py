@@ -67,13 +67,21 @@ _PLUMBING = ("overrides.py", "_tensor.py", "contextlib", str(Path(__file__).reso
              "/warnings.py")  # a warning's own machinery, between PyTorch's sync warning and the line that caused it
 
 
-def _callers_line() -> tuple[str, int, str] | None:
+#: torch's Python around a C call that waits, as (file's ending, function): ``torch.cuda.synchronize()`` is Python
+#: in torch/cuda/__init__.py that calls ``torch._C._cuda_synchronize``, where the finder watches it. Its frame is
+#: plumbing for that call only: the line that called ``torch.cuda.synchronize()`` is the caller's.
+_SYNC_WRAPPERS = (("torch/cuda/__init__.py", "synchronize"),)
+
+
+def _callers_line(through: tuple[tuple[str, str], ...] = ()) -> tuple[str, int, str] | None:
     """The line that made the call: the innermost frame outside the plumbing between it and this module (the
-    override machinery, ``Tensor``'s Python methods). None when that frame is torch's own (Adam reading its step
-    count, say): a library's internals are not the learner's loop."""
+    override machinery, ``Tensor``'s Python methods, and ``through``'s frames of torch's). None when that frame is
+    torch's own (Adam reading its step count, say): a library's internals are not the learner's loop."""
     for frame in reversed(traceback.extract_stack()[:-2]):
         if any(p in frame.filename for p in _PLUMBING) or frame.name == "__torch_function__":
             continue  # another mode's hook (a check watching the same calls) is plumbing too
+        if any(frame.filename.replace("\\", "/").endswith(f) and frame.name == n for f, n in through):
+            continue
         if frame.filename.startswith(_TORCH):
             return None
         code = frame.line or linecache.getline(frame.filename, frame.lineno).strip()
@@ -180,8 +188,8 @@ class SyncFinder:
             return False
         return src.is_cuda if torch.cuda.is_available() else True
 
-    def _note(self, what: str) -> None:
-        where = _callers_line()
+    def _note(self, what: str, through: tuple[tuple[str, str], ...] = ()) -> None:
+        where = _callers_line(through)
         if where is not None:
             self.syncs.append(Sync(what, *where))
 
@@ -211,7 +219,7 @@ class SyncFinder:
 
     def _watching(self, original, what: str):
         def synchronize(*args, **kwargs):
-            self._note(what)
+            self._note(what, _SYNC_WRAPPERS)
             return original(*args, **kwargs)
         return synchronize
 

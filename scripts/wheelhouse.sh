@@ -16,4 +16,8 @@ python3 -m pip download --only-binary=:all: --python-version "$PYVER" --implemen
 # running notebooks through nbval does not need; what it imports (pandas, plotly, networkx) is there.
 python3 -m pip download --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST" holistictraceanalysis pydot pyparsing pyyaml
+# torchao's float8 training for 07_transformer's FP8 rung (a GPU with FP8: Hopper and newer). The release that
+# follows the node's PyTorch (0.17 for 2.11); its own dependencies are PyTorch alone.
+python3 -m pip download --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
+    --platform manylinux_2_28_x86_64 -d "$DEST" "torchao==${TORCHAO:-0.17.0}"
 echo "$(ls "$DEST" | wc -l) wheels, $(du -sh "$DEST" | cut -f1) in $DEST"

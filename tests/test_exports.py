@@ -52,6 +52,8 @@ def test_the_committed_exports_carry_no_machine_paths_prompts_or_heading_links()
         text = page.read_text(encoding="utf-8")
         assert "¶" not in text and 'class="prompt' not in text, f"{page.name}: run make export-html"
         leaked = re.findall(r"(?<![\w.~:/])/(?:home|root|work|tmp|opt|Users)/[^\s<\"']*", text)
+        # a glob ("/opt/nvidia/nsight-systems/*/bin": where a tool is looked for on any machine) names no machine's files
+        leaked = [path for path in leaked if "*" not in path]
         assert not leaked, f"{page.name} carries the machine's paths: {leaked[:3]}"
 
 

@@ -217,3 +217,33 @@ def test_a_loop_that_hides_its_wait_in_a_host_tensor_or_a_comparison_is_refused(
 
     res = nb02.check_loop_without_syncs(loop, device="cpu", seed=7)
     assert res.status == "failed" and "wait for the GPU 4 times" in res.message, res.message
+
+
+def test_torch_cuda_synchronize_is_put_on_the_line_that_called_it_not_inside_torch():
+    """torch.cuda.synchronize() is Python in torch/cuda/__init__.py around the C call the finder watches: its frame is
+    torch's, so without passing through it the call was put nowhere (on a GPU the bytes loop's two waits a step went
+    unseen). Emulated here with a function compiled as torch's file, calling a watched stand-in for the C call."""
+    from pathlib import Path
+
+    import torch
+
+    from helpers import syncs
+
+    finder = syncs.SyncFinder()
+    watched = finder._watching(lambda: None, "torch.cuda.synchronize()")
+    wrapper_file = str(Path(torch.__file__).parent / "cuda" / "__init__.py")
+    space = {"_c_synchronize": watched}
+    exec(compile("def synchronize():\n    return _c_synchronize()\n", wrapper_file, "exec"), space)
+    other = {"_c_synchronize": watched}  # torch's own code elsewhere calling the same C function: not the loop's
+    exec(compile("def step():\n    return _c_synchronize()\n", str(Path(torch.__file__).parent / "optim" / "adam.py"),
+                 "exec"), other)
+    space["synchronize"]()  # the learner's line
+    other["step"]()
+    assert [(s.what, s.line) for s in finder.syncs] == [("torch.cuda.synchronize()", _lineno_of("space[\"synchronize\"]()"))]
+
+
+def _lineno_of(text: str) -> int:
+    import inspect
+
+    source, start = inspect.getsourcelines(test_torch_cuda_synchronize_is_put_on_the_line_that_called_it_not_inside_torch)
+    return start + next(i for i, line in enumerate(source) if text in line)

@@ -91,3 +91,19 @@ def test_the_snapshot_of_one_step_holds_its_phases_and_its_kinds_and_ends_where_
     assert figure_check.problems(snapshot.timeline_figure(tl)) == []
     assert len(snapshot.largest_blocks_table(tl).shown) > 0
     assert snapshot.save_viewer(snap, tmp_path / "step.html").stat().st_size > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_largest_block_exercise_agrees_with_the_allocators_record(dtype):
+    """04's exercise judged as a learner with a GPU meets it: the reference's count of the largest block matches
+    what the allocator handed out at both sizes (an activation at one, fc1's weight at the other), and an answer
+    that knows only the activations is refused."""
+    from helpers.exercises import nb04
+
+    for batch, size in nb04.LARGEST_BLOCK_CASES:
+        measured = nb04.measure_largest_block(batch, size, dtype, device="cuda")
+        assert abs(measured - nb04.largest_block_bytes(batch, size, dtype)) <= 0.01 * measured, (batch, size, measured)
+    assert nb04.check_largest_block(nb04.largest_block_bytes, dtype=dtype, device="cuda").passed
+    only_activations = nb04.check_largest_block(lambda b, s, d: b * 64 * s * s * d.itemsize, dtype=dtype,
+                                                device="cuda")
+    assert only_activations.status == "failed"

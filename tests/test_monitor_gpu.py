@@ -41,6 +41,11 @@ def test_real_sampling_sees_the_difference_between_big_and_tiny_kernels():
         assert df[col].notna().any(), f"{col} never sampled"
     bigs, tinys = mon.summary(phase="big"), mon.summary(phase="tiny")
     assert bigs.mean_util_pct > 70
+    # the host's CPU is sampled on a GPU run too: a loop that only waits on the GPU keeps one core of many busy
+    assert bigs.mean_host_cpu_pct is not None and 0 <= bigs.mean_host_cpu_pct <= 100
+    assert "host CPU" in str(bigs)
+    if bigs.energy_j is not None:  # NVML's energy counter (Volta and newer): joules over the phase, above zero
+        assert bigs.energy_j > 0
     assert bigs.peak_allocated_gib > 0.1
     if bigs.mean_sm_active_pct is not None:  # GPM: Hopper and newer
         assert bigs.mean_sm_active_pct > 60

@@ -88,3 +88,10 @@ def test_two_gpu_figures_recorded_elsewhere_are_found_with_their_device_and_date
     assert set(df.device) == {"2 × NVIDIA H200"} and set(df.date) == {"2026-11-27"}
     assert list(readable(df).shown["value"]) == ["97.4", "85.6"]
     assert results.recorded_elsewhere(["nothing_like_it"], folder=tmp_path).empty
+
+
+def test_a_figure_in_joules_per_image_reads_in_its_unit_not_as_seconds():
+    # "energy_j_per_image_final" ends in neither _s nor _ms, but "_per_image" once matched nothing and read unitless
+    assert results.figure_unit("energy_j_per_image_final") == ("J/image", "sig")
+    assert results.figure_unit("energy_j_per_image_baseline")[0] == "J/image"
+    assert results.figure_unit("baseline_img_per_s")[0] == "img/s"  # the per-image rule takes no other figure

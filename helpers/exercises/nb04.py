@@ -7,6 +7,7 @@
     checks.check_memory_plan(my_plan, budget=budget)        # budget: a MemoryBudget measured in the notebook
     checks.check_amp_step(amp_step, my_amp, device="cuda")
     checks.check_large_batch(my_optimizer, my_lr, device="cuda")   # at 8× the batch, as accurate as the baseline
+    checks.check_largest_block(my_largest_block, dtype=torch.bfloat16, device="cuda")   # against the allocator's record
 
 Try the exercises before reading the reference solutions below.
 """
@@ -31,7 +32,8 @@ from .predictions import Prediction, measuring
 
 __all__ = ["MemoryPlan", "MemoryBudget", "measure_plan", "memory_budget", "memory_plan", "AmpPlan", "amp_plan",
            "amp_step", "check_memory_plan", "check_memory_plans", "check_amp_step", "predict", "measuring", "check_prediction",
-           "large_batch_optimizer", "large_batch_lr", "check_large_batch"]
+           "large_batch_optimizer", "large_batch_lr", "check_large_batch", "LARGEST_BLOCK_CASES", "largest_block_bytes",
+           "measure_largest_block", "check_largest_block"]
 
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -505,3 +507,115 @@ def check_large_batch(make_optimizer: Callable | None, lr_at: Callable | None, *
                                                                       len(base_runs))
     return CheckResult(name, "passed", f"Your recipe at {what}. It trained at {speed:.1f}× the baseline's img/s.",
                        (runs, base_runs))
+
+
+# -- exercise 5: the largest block of one training step ----------------------------------------------------------
+
+#: (batch, image size) where the check compares your answer with the step itself: sizes the notebook never shows,
+#: one where an activation is the largest block and one where a weight (and what Adam keeps for it) is, in bf16 and
+#: in fp32 alike (no size where the two tie).
+LARGEST_BLOCK_CASES: tuple[tuple[int, int], ...] = ((96, 96), (24, 160))
+_BLOCK_TOLERANCE = 0.01  # the allocator rounds each block up (to 512 bytes; 2 MiB above 10 MiB): under 1% here
+
+
+def largest_block_bytes(batch: int, image_size: int, dtype: torch.dtype) -> int:
+    """Reference: the bytes of the largest block one training step of the reference CNN (channels_last, Adam,
+    autocast in ``dtype``, or none where it is ``torch.float32``) keeps past the phase that made it: an activation
+    kept for backward, a parameter, a gradient or optimizer state (not a temporary, such as a workspace cuDNN takes
+    for one convolution and gives back at once).
+
+    Two tensors compete. The first convolution's output has a value per pixel for each of its 64 channels, in the
+    precision the step computes in, and what the forward keeps of that size (the ReLU's output; in a 2-byte
+    precision also the first max-pool's int64 indices: a quarter as many values, 8 bytes each) lives until the
+    backward. The first fully connected layer's weight has 256 × side² × 512 values in fp32 (autocast casts a copy;
+    the weight stays fp32), and its gradient and Adam's two moments are as large. Which wins depends on the batch
+    and the image size.
+    """
+    activation = batch * 64 * image_size * image_size * dtype.itemsize
+    side = models.feature_size(image_size)
+    fc1_weight = 256 * side * side * 512 * torch.float32.itemsize
+    return max(activation, fc1_weight)
+
+
+def measure_largest_block(batch: int, image_size: int, dtype: torch.dtype, *, device) -> int:
+    """The largest block of one recorded training step (after a warm-up step) that outlived the phase that made
+    it, read from the CUDA allocator's own history: the step's phases marked as 04's are, each block's kind from
+    when it lived (:func:`helpers.memory.snapshot.timeline`)."""
+    from .. import profiling
+    from ..memory import snapshot
+
+    dev = torch.device(device)
+    net = models.ReferenceCNN(image_size).to(dev, memory_format=torch.channels_last)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(batch, 3, image_size, image_size, device=dev).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (batch,), device=dev)
+
+    def step() -> None:
+        with profiling.nvtx_range("forward"), torch.autocast(dev.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = nn.functional.cross_entropy(net(x), y)
+        with profiling.nvtx_range("backward"):
+            loss.backward()
+        with profiling.nvtx_range("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    try:
+        snap = snapshot.record_snapshot(step, device=dev)
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        tl = snapshot.timeline(snap, kinds=snapshot.tensor_kinds(net, opt), device=index)
+    finally:
+        del net, opt, x, y
+        search.free_memory()
+    kept = [b.size for b in tl.blocks if b.kind != "temporaries"]
+    if not kept:
+        raise RuntimeError("the allocator's history held no block kept past its phase: were the phases marked?")
+    return max(kept)
+
+
+def check_largest_block(fn: Callable | None, *, dtype: torch.dtype | None = None, device=None) -> CheckResult:
+    """Your ``fn(batch, image_size, dtype) -> bytes`` for the largest block one training step keeps past the phase
+    that made it, judged at :data:`LARGEST_BLOCK_CASES`: on a GPU against the allocator's own record of the step
+    (the reference CNN, channels_last, Adam, autocast ``dtype``); on a CPU, which has no such record, against the
+    reference solution. Within 1% passes."""
+    name = "04 · the largest block of a training step"
+    dev = torch.device(device) if device is not None else env.device()
+    dtype = dtype or torch.float32
+    hint = ("Write my_largest_block(batch, image_size, dtype): the bytes of the largest block one training step "
+            "keeps past the phase that made it, for any batch and image size. Which tensors grow with the batch, "
+            "which with the model, and how many bytes does each value take?")
+    if fn is None or fn is ...:
+        return not_done(name, largest_block_bytes, hint)
+    try:
+        fn = as_function(fn, what="my_largest_block", form="a function of (batch, image_size, dtype)")
+    except WrongForm as e:
+        return failed(name, largest_block_bytes, str(e))
+    lines = []
+    on_gpu = dev.type == "cuda"
+    for batch, size in LARGEST_BLOCK_CASES:
+        try:
+            got = fn(batch, size, dtype)
+        except NotImplementedError:
+            return not_done(name, largest_block_bytes, hint)
+        except Exception as e:  # the learner's code: say what it raised
+            return failed(name, largest_block_bytes, f"my_largest_block({batch}, {size}, {dtype}) raised "
+                                                     f"{type(e).__name__}: {e}")
+        try:
+            got = as_number(got, what=f"my_largest_block({batch}, {size}, {dtype})", form="a number of bytes",
+                            above=0)
+        except WrongForm as e:
+            return failed(name, largest_block_bytes, str(e))
+        want = measure_largest_block(batch, size, dtype, device=dev) if on_gpu else largest_block_bytes(batch, size,
+                                                                                                         dtype)
+        what = f"batch {batch} at {size}×{size}: yours {got / 2**20:,.1f} MiB, " + (
+            "the allocator's largest kept block" if on_gpu else "the reference's") + f" {want / 2**20:,.1f} MiB"
+        if abs(got - want) > _BLOCK_TOLERANCE * want:
+            side = "too small: a larger tensor is kept in the step" if got < want else (
+                "too large: the step keeps no tensor that big")
+            return failed(name, largest_block_bytes, f"At {what}, {side}. Count the values of the tensors that grow "
+                                                     "with the batch and of the largest weight, and the bytes of "
+                                                     "each value in this precision.")
+        lines.append(what)
+    where = "" if on_gpu else " (a CPU keeps no allocator history: on a GPU the step itself is measured)"
+    return CheckResult(name, "passed", "; ".join(lines) + f"{where}. At one size an activation is the largest block "
+                       "(conv1's output as the ReLU keeps it, and in a 2-byte precision the first pool's int64 "
+                       "indices too), at the other fc1's fp32 weight (and its gradient and Adam's two moments).", fn)
