@@ -33,8 +33,12 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      overlap; torchrun on many nodes, Slurm; a leaderboard entry
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
-    gpt/   model · data ← flops · memory ← sharded    a small GPT and its tokens; FLOPs per token and bytes per
-                                                     parameter, measured; the optimizer's state sharded over ranks
+    gpt/   model · data ← flops · memory · fp8 ← sharded · rungs · activations ← ladder ← step_kernels
+                                                     a small GPT and its tokens; FLOPs per token and bytes per
+                                                     parameter, measured; FP8 through torchao where it runs; the
+                                                     optimizer's state sharded over ranks; 07's rungs and what a
+                                                     block keeps for backward; the ladder trained and judged; the
+                                                     top rung's kernels on the roofline
     train · ncu · nsys_stats · memory.resilient · memory.timeline
                                                      the training loop; Nsight Compute's table; Nsight Systems'
                                                      tables read; backing off on OOM; memory over time

@@ -227,6 +227,7 @@ def comparison_table(path: Path | str | None = None, *, baseline: str = "baselin
 #: (pattern in a figure's name, unit, how it reads): the first match wins (see :func:`figure_unit`).
 _FIGURE_UNITS: list[tuple[str, str, str]] = [
     (r"img_per_s", "img/s", "whole"),
+    (r"tok_per_s", "tok/s", "whole"),
     (r"gb_per_s|gb_s$", "GB/s", "sig"),
     (r"tflops", "TFLOP/s", "sig"),
     (r"gflop_per_image", "GFLOP/image", "sig"),
@@ -249,8 +250,8 @@ def figure_unit(name: str) -> tuple[str, str]:
 
     >>> figure_unit("baseline_img_per_s"), figure_unit("baseline_data_wait_share"), figure_unit("sdpa_speedup")
     (('img/s', 'whole'), ('%', 'fraction'), ('×', 'sig'))
-    >>> figure_unit("energy_j_per_image_final")
-    ('J/image', 'sig')
+    >>> figure_unit("energy_j_per_image_final"), figure_unit("gpt_compile_tok_per_s")
+    (('J/image', 'sig'), ('tok/s', 'whole'))
     """
     for pattern, unit, kind in _FIGURE_UNITS:
         if re.search(pattern, name):

@@ -62,6 +62,15 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
     ("06_final_challenge", "accuracy_reruns", "reruns", "{:.0f}"),
     ("06_final_challenge", "inference_p99_ms_bs1", "serving, p99 at batch 1, ms", "{:.3g}"),
     ("06_final_challenge", "inference_img_per_s", "serving, best img/s", "{:,.0f}"),
+    ("07_transformer", "gpt_mfu_pct", "a 124M GPT's top rung without FP8, MFU of the data sheet's dense bf16 peak %",
+     "{:.1f}"),
+    ("07_transformer", "gpt_eager_fp32_tok_per_s", "its eager fp32 baseline, tok/s", "{:,.0f}"),
+    ("07_transformer", "gpt_fp8_speedup_x", "FP8 matmuls (torchao) over the bf16 top rung, ×", "{:.2f}"),
+    ("07_transformer", "gpt_adam_bytes_per_param", "AdamW in mixed precision, bytes per parameter", "{:.1f}"),
+    ("07_transformer", "gpt_zero_bytes_per_rank", "ZeRO over 2 gloo ranks (smoke GPT), bytes on the fullest rank",
+     "{:,.0f}"),
+    ("07_transformer", "gpt_fsdp2_bytes_per_rank", "FSDP2 over 2 gloo ranks (smoke GPT), bytes on the fullest rank",
+     "{:,.0f}"),
 ]
 
 

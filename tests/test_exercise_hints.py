@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import bench
-from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06
+from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,9 +44,12 @@ BLANK = {
     "03 roofline": lambda: nb03.check_roofline(None, CEIL, kernels=nb03.given_kernels("smoke")),
     "04 amp": lambda: nb04.check_amp_step(None, nb04.amp_plan(), device="cpu"),
     "04 plans": lambda: nb04.check_memory_plans(None, budget=BUDGET, device="cpu"),
+    "04 largest block": lambda: nb04.check_largest_block(_unwritten, device="cpu"),
     "05 efficiency": lambda: nb05.check_predicted_efficiency(_unwritten),
     "06.0": lambda: nb06.check_own_training(None, SimpleNamespace(time_to_target_s=2.0)),
     "06.1": lambda: nb06.check_spot_the_cheat(None, {}),
+    "07.1": lambda: nb07.check_flops_per_token(_unwritten),
+    "07.2": lambda: nb07.check_selective_policy(_unwritten, device="cpu"),
 }
 
 

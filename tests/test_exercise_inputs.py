@@ -17,7 +17,7 @@ from helpers import bench, large_batch, leaderboard
 from helpers.challenge.harness import Submission, judge
 from helpers.challenge.to_target import TrainingVerdict
 from helpers.monitor import MonitorRecord
-from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06
+from helpers.exercises import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07
 from helpers.loaders import LoaderSpec
 from fakes import next_change_case, tiny_challenge, tiny_session
 
@@ -210,6 +210,14 @@ TARGETS = [
      _without(NOT_FUNCTIONS, *BLANK), "my_largest_block should be a function of (batch, image_size, dtype)"),
     ("nb04 largest block: what it returns", lambda w, r: nb04.check_largest_block(lambda b, s, d: w, device="cpu"),
      BATTERY, "should be a number of bytes"),
+    ("nb07 FLOPs per token: the answer", lambda w, r: nb07.check_flops_per_token(w, seed=0),
+     _without(NOT_FUNCTIONS, *BLANK), "my_flops_per_token should be a function of (cfg, seq_len)"),
+    ("nb07 FLOPs per token: what it returns", lambda w, r: nb07.check_flops_per_token(lambda cfg, t: w, seed=0),
+     BATTERY, "should be a number of"),
+    ("nb07 selective policy: the answer", lambda w, r: nb07.check_selective_policy(w, device="cpu"),
+     _without(NOT_FUNCTIONS, *BLANK), "my_saves should be a function of one aten op"),
+    ("nb07 selective policy: what it returns", lambda w, r: nb07.check_selective_policy(lambda op: w, device="cpu"),
+     _without(BATTERY, "a bool", "a numpy bool", "a 0-d bool tensor"), "should be True or False"),
     ("nb04 amp: the function", lambda w, r: nb04.check_amp_step(w, nb04.amp_plan(), device="cpu"),
      _without(NOT_FUNCTIONS, *BLANK), "Your answer should be the function itself, amp_step"),
     ("nb04 amp: the plan", lambda w, r: nb04.check_amp_step(nb04.amp_step, w, device="cpu"),
@@ -283,7 +291,7 @@ def test_a_wrong_answer_fails_with_a_message_that_names_the_form(call, wrong, sa
 
 
 def test_every_public_check_is_given_the_battery():
-    mods = (nb00, nb01, nb02, nb03, nb04, nb05, nb06)
+    mods = (nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07)
     # check_prediction (01, 04, 05) has no reference to carry on with: tests/test_predictions.py gives it the battery
     public = {f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m in mods for n in m.__all__
               if n.startswith("check_") and n != "check_prediction"}
@@ -293,7 +301,7 @@ def test_every_public_check_is_given_the_battery():
               "nb04.check_memory_plan", "nb04.check_memory_plans", "nb04.check_amp_step", "nb04.check_large_batch", "nb04.check_largest_block",
               "nb05.check_ddp_worker",
               "nb05.check_predicted_efficiency", "nb05.check_sync", "nb06.check_own_training", "nb06.check_spot_the_cheat",
-              "nb06.check_next_change"}
+              "nb06.check_next_change", "nb07.check_flops_per_token", "nb07.check_selective_policy"}
     assert public == called  # a new check joins TARGETS above
     assert len(per_check()) == len(called) and min(per_check().values()) >= 25
 

@@ -10,7 +10,7 @@ The checks, the notebooks' fallbacks and CI all use the same reference solutions
 before reading them.
 """
 
-from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb07
 from .common import CheckResult, Target, check_targets
 
-__all__ = ["CheckResult", "Target", "check_targets", "nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06"]
+__all__ = ["CheckResult", "Target", "check_targets", "nb00", "nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07"]

@@ -581,8 +581,9 @@ def check_largest_block(fn: Callable | None, *, dtype: torch.dtype | None = None
     dev = torch.device(device) if device is not None else env.device()
     dtype = dtype or torch.float32
     hint = ("Write my_largest_block(batch, image_size, dtype): the bytes of the largest block one training step "
-            "keeps past the phase that made it, for any batch and image size. Which tensors grow with the batch, "
-            "which with the model, and how many bytes does each value take?")
+            "keeps past the phase that made it, for any batch and image size ([04-snap-2] lists one step's largest "
+            "blocks at one size, with their kinds). Which tensors grow with the batch, which with the model, and how "
+            "many bytes does each value take?")
     if fn is None or fn is ...:
         return not_done(name, largest_block_bytes, hint)
     try:

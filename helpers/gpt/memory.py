@@ -133,7 +133,8 @@ def measure_training_bytes(cfg: GPTConfig, *, recipe: str = "fp32", optimizer: s
         torch.cuda.synchronize(dev)
         before = torch.cuda.memory_allocated(dev)
     torch.manual_seed(seed)
-    model = GPT(cfg).to(dev)
+    with dev:  # built where it trains (GPT-2 small's weights are drawn in a moment on a GPU, seconds on a CPU)
+        model = GPT(cfg)
     low = recipe in ("bf16_master", "bf16")
     master: list[torch.Tensor] = []
     if recipe == "bf16_master":

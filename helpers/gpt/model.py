@@ -6,6 +6,7 @@
     logits, loss = model(idx, targets)          # idx, targets: (batch, T) token ids; loss None without targets
     model.attention = "manual"                  # the written-out softmax(QKᵀ/√d + mask)V: keeps the T×T scores
     model.checkpoint = "mlp"                    # recompute each block's MLP in backward instead of keeping it
+    model.checkpoint, model.saves = "selective", saves_matmuls   # keep what saves(op) says, recompute the rest
     cfg.param_count(), cfg.param_count(non_embedding=False)   # counted from the shape, no model needed
 
 The two switches change how the same weights are computed, never the weights: a ladder flips them on one
@@ -16,21 +17,51 @@ of 64), which makes the output layer's matmul tile evenly on a GPU; the extra 47
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint as _checkpoint
 
-__all__ = ["ATTENTIONS", "CHECKPOINTS", "GPTConfig", "GPT", "unique_params"]
+__all__ = ["ATTENTIONS", "CHECKPOINTS", "MATMUL_OPS", "GPTConfig", "GPT", "saves_matmuls", "op_name",
+           "unique_params"]
 
 #: ``"sdpa"``: ``F.scaled_dot_product_attention(is_causal=True)`` (a fused kernel where the device has one);
 #: ``"manual"``: the scores written out, materialised and kept for backward (memory grows with T²).
 ATTENTIONS = ("sdpa", "manual")
 #: What each block recomputes in backward instead of keeping: nothing, its attention (with the LayerNorm before
-#: it), its MLP (with its LayerNorm), or the whole block (only the block's input is kept).
-CHECKPOINTS = ("none", "attention", "mlp", "block")
+#: it), its MLP (with its LayerNorm), the whole block (only the block's input is kept), or, ``"selective"``, each op
+#: whose output ``GPT.saves(op)`` does not ask to keep (PyTorch's selective activation checkpointing: the block is
+#: checkpointed whole, and the outputs of the ops the policy names are kept from the forward pass, not recomputed).
+CHECKPOINTS = ("none", "attention", "mlp", "block", "selective")
+
+#: The ops that do a step's matrix products, by their aten names: the linear layers' (``mm``, ``addmm``, ``bmm``, and
+#: ``_scaled_mm`` for FP8), and fused attention's kernels on each device (flash, memory-efficient, cuDNN, the CPU's).
+MATMUL_OPS = frozenset({
+    "mm", "addmm", "bmm", "_scaled_mm",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_flash_attention_forward", "_efficient_attention_forward",
+})
+
+
+def op_name(op: Any) -> str:
+    """An aten op's name without its namespace and overload: ``torch.ops.aten.mm.default`` → ``"mm"`` (a string
+    such as ``"aten.mm.default"`` or ``"aten::mm"`` reads the same)."""
+    name = getattr(op, "_opname", None)
+    if isinstance(name, str):
+        return name
+    return str(op).split("::")[-1].removeprefix("aten.").split(".")[0]
+
+
+def saves_matmuls(op: Any) -> bool:
+    """The course's selective checkpointing policy: keep every matrix product's output (recomputing one costs as
+    much as the forward did), recompute the rest (LayerNorms, GELU, casts, adds: cheap, and GELU's input and output
+    are the largest activations of a block)."""
+    return op_name(op) in MATMUL_OPS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,13 +180,17 @@ class Block(nn.Module):
         x = x + self._attn(x, attention)
         return x + self._mlp(x)
 
-    def forward(self, x: torch.Tensor, attention: str = "sdpa", checkpoint: str = "none") -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attention: str = "sdpa", checkpoint: str = "none",
+                saves: Callable[[Any], bool] | None = None) -> torch.Tensor:
         # Checkpointing only pays where a backward will run; under no_grad it would only add calls.
         # use_reentrant=False: the variant PyTorch recommends (works with inputs that need no grad, and with
         # torch.compile); the RNG state is restored in the recomputation, so dropout draws the same mask.
         ck = checkpoint if torch.is_grad_enabled() else "none"
         if ck == "block":
             return _checkpoint(self._both, x, attention, use_reentrant=False)
+        if ck == "selective":
+            return _checkpoint(self._both, x, attention, use_reentrant=False,
+                               context_fn=_selective_context(saves or saves_matmuls))
         if ck == "attention":
             x = x + _checkpoint(self._attn, x, attention, use_reentrant=False)
         else:
@@ -163,14 +198,28 @@ class Block(nn.Module):
         return x + (_checkpoint(self._mlp, x, use_reentrant=False) if ck == "mlp" else self._mlp(x))
 
 
+def _selective_context(saves: Callable[[Any], bool]):
+    """``checkpoint``'s ``context_fn`` for a policy ``saves(op) -> bool``: keep the outputs of the ops it names."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if saves(op) else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return functools.partial(create_selective_checkpoint_contexts, policy)
+
+
 class GPT(nn.Module):
     """The decoder-only network; ``forward(idx, targets=None) -> (logits, loss)`` (see the module docstring)."""
 
-    def __init__(self, cfg: GPTConfig, *, attention: str = "sdpa", checkpoint: str = "none") -> None:
+    def __init__(self, cfg: GPTConfig, *, attention: str = "sdpa", checkpoint: str = "none",
+                 saves: Callable[[Any], bool] | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.attention = attention
         self.checkpoint = checkpoint
+        #: ``checkpoint="selective"``'s policy: ``saves(op)`` True keeps that aten op's output for backward (None:
+        #: :func:`saves_matmuls`). A learner's function of the op, the way PyTorch's policies are written.
+        self.saves = saves
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.drop = nn.Dropout(cfg.dropout)
@@ -221,7 +270,7 @@ class GPT(nn.Module):
         pos = torch.arange(T, device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.blocks:
-            x = block(x, self.attention, self.checkpoint)
+            x = block(x, self.attention, self.checkpoint, self.saves)
         logits = self.lm_head(self.ln_f(x))
         if targets is None:
             return logits, None
