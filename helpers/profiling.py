@@ -109,6 +109,10 @@ def kernel_kind(name: str) -> str:
         return "elementwise"
     if "padding" in low:  # cuDNN padding channels up to what tensor cores take (conv1's 3 → 8)
         return "copy"
+    if "convert" in low:  # a dtype cast ("convert_…"): "conv" would read it as a convolution
+        return "copy"
+    if any(w in low for w in ("sdpa", "flash", "fmha")):  # fused attention ("…sdpa…flash_fprop…" is no convolution)
+        return "other"
     for kind, words in _KINDS:
         if any(w in low for w in words):
             return kind

@@ -93,6 +93,10 @@ def test_launch_overhead_and_many_vs_one_on_cpu():
     ("aten::addmm", "GEMM"),
     ("aten::clamp_min", "elementwise"),
     ("mystery", "other"),
+    # a dtype cast is no convolution, and cuDNN's fused attention ("…flash_fprop…") neither: 07's table read them so
+    ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda convert_float_bf16>", "copy"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x64x64_4x1x1", "other"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "other"),
 ])
 def test_kernel_kind(name, kind):
     assert profiling.kernel_kind(name) == kind

@@ -29,6 +29,18 @@ def test_a_gpu_runs_figure_draws_the_hosts_cpu_once_beside_the_gpus_utilisation(
     assert host[0].yaxis == next(t for t in fig.data if t.name == "NVML utilisation GPU0").yaxis  # the % panel
 
 
+def test_no_two_lines_of_one_gpus_view_share_a_colour():
+    """The SM clock once took the utilisation's blue (nine lines, eight colours): on the power panel it read as a
+    constant 650 W."""
+    rec = _record()
+    for s in rec.samples:
+        s.update(cpu_pct=50.0, tensor_active_pct=10.0)
+    fig = monitor_view.build_figure(rec)
+    lines = [t for t in fig.data if t.mode == "lines" and t.line.color != "#000000"]
+    assert len(lines) >= 9
+    assert len({t.line.color for t in lines}) == len(lines), [(t.name, t.line.color) for t in lines]
+
+
 def test_static_figure_has_four_panels_with_data_and_phase_bands():
     fig = monitor_view.build_figure(_record())
     names = [t.name for t in fig.data]

@@ -328,6 +328,11 @@ class Ladder:
         base = ran[0]
         lines = [f"The top rung without FP8 is {top.name!r}: {top.tokens_per_s / base.tokens_per_s:.2f}× the "
                  f"baseline's tokens/s. " + self.mfu_text(top, named=False) + "."]
+        fastest = max((r for r in ran if not r.config.fp8), key=lambda r: r.tokens_per_s)
+        if fastest is not top:  # a rung kept within the spread, or for its memory, may be a little slower
+            lines.append(f"The fastest rung without FP8 was {fastest.name!r}, {fastest.tokens_per_s:,.0f} tok/s "
+                         f"({fastest.tokens_per_s / top.tokens_per_s:.2f}× the top rung's): the top rung is the last "
+                         "one kept, and a rung no slower than the one it built on, within their spread, is kept.")
         others = [r for r in ran[1:] if r.losses]
         if others:  # at the last step every rung ran (a time box may have ended one early)
             n = min(len(r.losses) for r in [base, *others])

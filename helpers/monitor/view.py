@@ -39,7 +39,8 @@ def throughput_name(window_s: float) -> str:
 #: The SM clock axis's step: clocks run from a few hundred MHz to about 2 GHz.
 CLOCK_TICK_MHZ = 500
 #: The monitor's line colours, in the order of its lines (utilisation, SM activity, ...): the report draws with them.
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22",
+          "#e377c2")  # one per line of a GPU's view (nine with the host CPU): none shares another's colour
 
 
 def in_notebook() -> bool:
