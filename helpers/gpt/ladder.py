@@ -356,7 +356,7 @@ class Ladder:
         return lines
 
     def table(self) -> "pandas.DataFrame":  # noqa: F821
-        """One row per rung: what it adds, tokens/s, step time and spread, × the top it built on, MFU against the
+        """One row per rung: what it adds, tokens/s, step time and spread, × the kept rung it built on, MFU against the
         data sheet and the measured ceiling, peak memory, the untimed first steps, the final loss, the verdict."""
         import pandas as pd
 
@@ -367,7 +367,7 @@ class Ladder:
                          "tok/s": r.tokens_per_s if r.ran else None,
                          "step ms": r.step.median_ms if r.ran else None,
                          "spread %": r.step.spread_pct if r.ran else None,
-                         "× the top": r.over_top_x,
+                         "× the rung below": r.over_top_x,
                          "MFU % of data sheet": None if sheet is None else 100 * sheet,
                          "MFU % of measured": None if measured is None else 100 * measured,
                          "peak GiB": r.peak_mem_gib, "first steps s": r.first_steps_s,
@@ -382,7 +382,7 @@ class Ladder:
         df.attrs["missing"] = {
             "tok/s": f"not run here ({not_run}): the line under it said why",
             "step ms": "not run here: the line under it said why", "spread %": "not run here",
-            "× the top": "the baseline, or not run: nothing to compare with",
+            "× the rung below": "the baseline, or not run: nothing to compare with",
             "MFU % of data sheet": peak_why if on_cpu or not (self.ceilings and self.ceilings.datasheet_tflops)
             else "not run here",
             "MFU % of measured": ("a CPU's measured ceiling is a small fp32 matmul that training passes: no MFU"
