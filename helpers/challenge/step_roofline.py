@@ -27,6 +27,7 @@ its bytes are not known from the shapes: its share of the step is listed in ``un
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from torch import nn
 
@@ -41,7 +42,7 @@ PAST_THE_ROOF = ("the memory roof is the bandwidth one copy kernel reached, read
                  "writes), which memory serves faster than a copy's even mix")
 
 __all__ = ["StepKernels", "Saving", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD",
-           "PAST_THE_ROOF"]
+           "PAST_THE_ROOF", "place_kernels"]
 
 FUSED_FORWARD = "relu_maxpool_fwd"  # the Triton kernels' names (helpers.kernels.relu_pool_triton)
 FUSED_BACKWARD = "relu_maxpool_bwd"
@@ -169,6 +170,14 @@ def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, ima
     if prof is None:
         return None
     costs = step_costs(model, image_size=image_size, batch=batch, bytes_per_value=bytes_per_value)
+    return place_kernels(prof, costs, _group, _KIND)
+
+
+def place_kernels(prof: profiling.ProfileResult, costs: dict[str, tuple[float, float]],
+                  group_of: Callable[[str, str], str | None], kind_of: dict[str, str]) -> StepKernels:
+    """The profiled steps' kernel time summed by ``group_of(name, kind)`` (None: not placed), each group that has a
+    cost in ``costs`` (FLOPs, bytes per step) placed on the roofline under ``kind_of[group]``, the rest counted as
+    unplaced by kind. The CNN's step (above) and 07's GPT step (``helpers.gpt.step_kernels``) share it."""
     kernels = prof.top_kernels(100_000)
     steps = max(1, prof.active_steps)
     total_us = float(kernels["total_us"].sum())
@@ -177,14 +186,14 @@ def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, ima
     per_group: dict[str, float] = {}
     unplaced: dict[str, float] = {}
     for name, kind, us in zip(kernels["kernel"], kernels["kind"], kernels["total_us"]):
-        group = _group(str(name), str(kind))
-        if group is None:
-            unplaced[kind] = unplaced.get(kind, 0.0) + 100 * us / total_us
+        group = group_of(str(name), str(kind))
+        if group is None or group not in costs:
+            unplaced[str(kind)] = unplaced.get(str(kind), 0.0) + 100 * us / total_us
         else:
             per_group[group] = per_group.get(group, 0.0) + us
     # each group under the kind 03's roofline gives its ops, so it has the same colour there and here
-    points = [RooflinePoint(g, *costs[g], kind=_KIND[g], ms=per_group[g] / steps / 1e3) for g in costs if g in per_group]
-    shares = {g: 100 * per_group[g] / total_us for g in per_group}
-    return StepKernels(points=points, shares=shares,
+    points = [RooflinePoint(g, *costs[g], kind=kind_of[g], ms=per_group[g] / steps / 1e3)
+              for g in costs if g in per_group]
+    return StepKernels(points=points, shares={g: 100 * per_group[g] / total_us for g in per_group},
                        unplaced=dict(sorted(unplaced.items(), key=lambda kv: -kv[1])),
                        step_kernel_ms=total_us / steps / 1e3)

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from .. import profiling, tables
 from ..bench import Ceilings
-from ..challenge.step_roofline import PAST_THE_ROOF, StepKernels
-from ..roofline import RooflinePoint
+from ..challenge.step_roofline import PAST_THE_ROOF, StepKernels, place_kernels
 from .model import GPTConfig
 
 __all__ = ["GEMM", "ATTENTION", "step_costs", "kernel_group", "step_roofline", "readable_kernels"]
@@ -76,24 +75,7 @@ def step_roofline(prof: profiling.ProfileResult, cfg: GPTConfig, *, seq_len: int
     one optimizer step of ``global_batch`` sequences in micro-batches of ``micro_batch``."""
     costs = step_costs(cfg, seq_len=seq_len, global_batch=global_batch, micro_batch=micro_batch,
                        bytes_per_value=bytes_per_value, attention=attention)
-    kernels = prof.top_kernels(100_000)
-    steps = max(1, prof.active_steps)
-    total_us = float(kernels["total_us"].sum())
-    if total_us <= 0:
-        raise ValueError("the profile holds no kernel or op time: profile a few training steps first.")
-    per_group: dict[str, float] = {}
-    unplaced: dict[str, float] = {}
-    for name, kind, us in zip(kernels["kernel"], kernels["kind"], kernels["total_us"]):
-        group = kernel_group(str(name), str(kind))
-        if group is None or group not in costs:
-            unplaced[str(kind)] = unplaced.get(str(kind), 0.0) + 100 * us / total_us
-        else:
-            per_group[group] = per_group.get(group, 0.0) + us
-    points = [RooflinePoint(g, *costs[g], kind=_KIND[g], ms=per_group[g] / steps / 1e3)
-              for g in costs if g in per_group]
-    return StepKernels(points=points, shares={g: 100 * per_group[g] / total_us for g in per_group},
-                       unplaced=dict(sorted(unplaced.items(), key=lambda kv: -kv[1])),
-                       step_kernel_ms=total_us / steps / 1e3)
+    return place_kernels(prof, costs, kernel_group, _KIND)
 
 
 def readable_kernels(kernels: StepKernels, ceil: Ceilings) -> tables.Table:
