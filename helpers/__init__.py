@@ -33,10 +33,11 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      overlap; torchrun on many nodes, Slurm; a leaderboard entry
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
-    gpt/   model · data ← flops · memory · fp8 ← sharded · rungs · activations ← ladder ← step_kernels
-                                                     a small GPT and its tokens; FLOPs per token and bytes per
+    gpt/   model · data ← flops · memory · fp8 ← sharded · rungs · activations ← ladder · sharded_speed
+           ← step_kernels                            a small GPT and its tokens; FLOPs per token and bytes per
                                                      parameter, measured; FP8 through torchao where it runs; the
-                                                     optimizer's state sharded over ranks; 07's rungs and what a
+                                                     optimizer's state sharded over ranks, and its speed against
+                                                     DDP, one rank per GPU; 07's rungs and what a
                                                      block keeps for backward; the ladder trained and judged; the
                                                      top rung's kernels on the roofline
     train · ncu · nsys_stats · memory.resilient · memory.timeline

@@ -9,17 +9,30 @@
     st = stats(rec.report, tool=tool)                     # NsysStats: kernels, CUDA API calls, NVTX ranges
     availability_line(tool, st, expected_kernels=nsys_target.count_kernels(steps=5, batch=32, image_size=64))
 
+    host = tool_at(".nsys/host/target-linux-x64/nsys")    # one nsys by its path (scripts/nsys_debian.sh's host part)
+    host.can_record                                       # False: the CLI without the part that records
+    rep = import_qdstrm("steps.qdstrm", tool=host)        # a .qdstrm recorded elsewhere -> steps.nsys-rep beside it
+
 nsys records the whole program's timeline: CUDA API calls on the host, kernels on the GPU, NVTX ranges. The course
 records only the steps of :mod:`helpers.nsys_target` (``--capture-range=nvtx``: recording starts when the NVTX range
 :data:`~helpers.nsys_target.CAPTURE_RANGE` opens and stops when it closes), without CPU sampling or context-switch
-tracing (with CPU sampling on, 20 steps wrote 2 GB on our H100 node, against 1.9 MB without). ``nsys stats`` then
+tracing, and without the operating system's calls (``osrt``): on our GPU nodes, CPU sampling made 20 steps 2 GB
+(one H100, 2026-11-25), and tracing ``osrt`` made 5 steps 2.4 GB and over 55 s (one H200, Debian's 2023.4,
+2026-11-28), against 1.9 MB in 13 s with ``-t cuda,nvtx``. ``nsys stats`` then
 reads the report into three CSV tables (:mod:`helpers.nsys_stats`). Flags and report names differ between versions:
 each is read from the installed nsys's own help (``nsys profile --help``, ``nsys stats --help-reports``), and from
 its version where the help says nothing.
 
-An nsys older than the CUDA that PyTorch runs on records NVTX ranges and CUDA API calls but misses the kernels (the
-Debian package's 2023.4 recorded 1 kernel of about 100 under a CUDA 13 PyTorch): the line compares the kernels
-recorded with the count torch.profiler measured for the same steps, so that case is found by measuring.
+An nsys whose CUPTI cannot follow the CUDA that PyTorch runs on can record NVTX ranges and CUDA API calls but miss
+the kernels: the line compares the kernels recorded with the count torch.profiler measured for the same steps, so
+that case is found by measuring, not assumed from version numbers. (Debian's 2023.4, CUPTI 12.4, recorded 1 kernel of
+about 100 under a CUDA 13 PyTorch on one H100 on 2026-11-25, with CPU sampling on; with ``-t cuda,nvtx -s none`` it
+recorded all 420 of five steps on one H200 on 2026-11-28, driver 580.)
+
+An nsys is two parts: the target part records (``target-linux-x64``: nsys, nsys-launcher, libToolsInjection64.so,
+the CUPTIs) and writes a ``.qdstrm``; the host part (``host-linux-x64``: QdstrmImporter, the stats reports) turns that
+into the ``.nsys-rep`` that ``nsys stats`` reads. With the target part alone, nsys profile ends with the ``.qdstrm``
+(:func:`import_qdstrm` imports it where the host part is); with the CLI alone, it cannot record (``can_record``).
 """
 
 from __future__ import annotations
@@ -39,24 +52,30 @@ from . import nsys_target
 from .nsys_stats import NsysStats, parse_stats
 from .nsys_target import CAPTURE_RANGE
 
-__all__ = ["PLACES", "TRACE", "REPORTS", "TOO_FEW", "STATES", "NsysError", "NsysTool", "Recording", "Availability",
-           "NsysResult", "find_nsys", "command", "profile", "stats", "availability", "availability_line", "measure"]
+__all__ = ["PLACES", "TRACE", "REPORTS", "TOO_FEW", "STATES", "RECORDS_WITH", "NsysError", "NsysTool", "Recording",
+           "Availability", "NsysResult", "find_nsys", "tool_at", "command", "profile", "import_qdstrm", "stats",
+           "availability", "availability_line", "measure"]
 
 #: Where nsys lives when it is not on the PATH: a CUDA toolkit's bin (or its nsight-systems-<version> folder),
 #: NVIDIA's own package, Debian's. Newest-looking first within each pattern.
 PLACES = ("/usr/local/cuda/bin/nsys", "/usr/local/cuda-*/bin/nsys", "/usr/local/cuda*/nsight-systems-*/bin/nsys",
           "/opt/nvidia/nsight-systems/*/bin/nsys", "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
           "/usr/lib/nsight-systems*/bin/nsys", "/usr/lib/nsight-systems*/target-linux-x64/nsys")
-TRACE = "cuda,nvtx,osrt"
+#: What nsys traces: CUDA's API and kernels, and NVTX ranges (``osrt``, the operating system's calls, is left out: see
+#: the module's docstring).
+TRACE = "cuda,nvtx"
 #: Each table's report, by name: the 2023 versions renamed them (2022.4 still ran gpukernsum; now cuda_gpu_kern_sum,
 #: cuda_api_sum, nvtx_sum for cudaapisum and nvtxppsum/nvtxsum). The first name is the current one.
 REPORTS = {"kernels": ("cuda_gpu_kern_sum", "gpukernsum"), "api": ("cuda_api_sum", "cudaapisum"),
            "nvtx": ("nvtx_sum", "nvtxsum", "nvtxppsum")}
 #: Fewer kernels recorded than this share of those torch.profiler counted is a version that misses them. The two
 #: counts differ a little anyway (a kernel at the range's edge, cuDNN's choices in another process); a missing-kernels
-#: nsys records almost none (1 of about 100), so any share between those two cases would do.
+#: nsys records almost none (1 of about 100, measured), so any share between those two cases would do.
 TOO_FEW = 0.5
-STATES = ("not installed", "no GPU", "failed", "too few kernels", "ok")
+STATES = ("not installed", "cannot record", "no GPU", "failed", "too few kernels", "ok")
+#: What nsys needs beside its binary to record: without them, 2023.4's nsys profile says "Failed to spawn process"
+#: (no nsys-launcher) or runs the program and writes no report (no injection library).
+RECORDS_WITH = ("nsys-launcher", "libToolsInjection64.so")
 _ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -76,6 +95,9 @@ class NsysTool:
     version: str  # "2023.4.4.54"; "" where `nsys --version` did not answer
     profile_help: str = dataclasses.field(default="", repr=False)  # `nsys profile --help`
     reports_help: str = dataclasses.field(default="", repr=False)  # `nsys stats --help-reports`
+    stats_help: str = dataclasses.field(default="", repr=False)  # `nsys stats --help`
+    can_record: bool = True  # False: the CLI without its target part (RECORDS_WITH), which reads reports only
+    importer: str = ""  # the host part's QdstrmImporter beside it ("" where there is none)
 
     @property
     def name(self) -> str:
@@ -142,15 +164,25 @@ class NsysResult:
 
 def find_nsys(places: tuple[str, ...] | None = None) -> NsysTool | None:
     """The nsys on the PATH, else the first in ``places`` (glob patterns; :data:`PLACES` by default); None where
-    there is none."""
-    path = shutil.which("nsys") or next(
-        (p for pattern in (PLACES if places is None else places) for p in sorted(glob.glob(pattern), reverse=True)
-         if os.path.isfile(p) and os.access(p, os.X_OK)), None)
-    if path is None:
+    there is none. One that can record comes before one that cannot (a host part on the PATH, as
+    ``.nsys/env.sh`` puts it, does not hide a CUDA toolkit's whole nsys)."""
+    found = [p for p in (shutil.which("nsys"),) if p] + [
+        p for pattern in (PLACES if places is None else places) for p in sorted(glob.glob(pattern), reverse=True)
+        if os.path.isfile(p) and os.access(p, os.X_OK)]
+    if not found:
         return None
+    return tool_at(next((p for p in found if _can_record(p)), found[0]))
+
+
+def tool_at(path: str | Path) -> NsysTool:
+    """The nsys at ``path``: its version and what its help says it knows (each asked of it: a fraction of a second
+    each), whether it can record, and the QdstrmImporter beside it."""
+    path = str(path)
     m = re.search(r"\b(\d{4}\.\d+(?:\.\d+){0,2})", _ask(path, "--version"))
+    # --help-reports exits 1 even where it lists every report (2023.4): what it printed is read, not its status
     return NsysTool(path, m[1] if m else "", profile_help=_ask(path, "profile", "--help"),
-                    reports_help=_ask(path, "stats", "--help-reports"))
+                    reports_help=_ask(path, "stats", "--help-reports"), stats_help=_ask(path, "stats", "--help"),
+                    can_record=_can_record(path), importer=_importer(path))
 
 
 def command(tool: NsysTool, *, output: str, steps: int, batch: int, image_size: int) -> list[str]:
@@ -166,10 +198,10 @@ def profile(*, tool: NsysTool | None = None, steps: int = 5, batch: int = 32, im
     """Record ``steps`` training steps of :mod:`helpers.nsys_target` into ``folder`` (a new temporary folder by
     default, left for the caller: the report opens in the Nsight Systems GUI). Raises :class:`NsysError`."""
     tool = tool or find_nsys()
-    if tool is None:
-        raise NsysError(availability(None).line)
+    if tool is None or not tool.can_record:
+        raise NsysError(availability(tool).line)
     folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="gpu-perf-lab-nsys-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)  # nsys does not make it: it leaves its file in /tmp and exits 0
     stem = folder / "steps"
     for old in (".nsys-rep", ".qdrep", ".qdstrm", ".sqlite"):  # an earlier run's: never read as this one's
         stem.with_suffix(old).unlink(missing_ok=True)
@@ -189,26 +221,70 @@ def profile(*, tool: NsysTool | None = None, steps: int = 5, batch: int = 32, im
             hint = "the program it ran failed: run `python -m helpers.nsys_target` alone to see why"
         else:
             hint = "run the command (.command) by hand to see all of nsys's output"
-        raise NsysError(f"nsys profile exited with {proc.returncode} ({_last_line(said)}); {hint}", cmd)
+        raise NsysError(f"nsys profile exited with {proc.returncode} ({_gist(said)}); {hint}", cmd)
     report = next((p for p in (stem.with_suffix(".nsys-rep"), stem.with_suffix(".qdrep")) if p.exists()), None)
     if report is None and stem.with_suffix(".qdstrm").exists():
-        raise NsysError("nsys recorded the steps (a .qdstrm) but could not turn them into a report: its host part "
-                        "(QdstrmImporter) is missing here; install the whole Nsight Systems, not its target part "
-                        "alone", cmd)
+        # 2023.4 says "Importer error status: The importer binary and its dependencies were not found." and exits 0
+        raise NsysError(f"nsys recorded the steps ({stem.with_suffix('.qdstrm')}) but could not turn them into a "
+                        "report: its host part (QdstrmImporter) is missing here; install the whole Nsight Systems, "
+                        "not its target part alone, or import the .qdstrm where the host part is "
+                        "(helpers.nsys.import_qdstrm)", cmd)
     if report is None:
-        raise NsysError(f"nsys profile finished without a report ({_last_line(said)}): the NVTX range "
+        raise NsysError(f"nsys profile finished without a report ({_gist(said)}): the NVTX range "
                         f"'{CAPTURE_RANGE}' never started the recording; it opens only on a CUDA GPU", cmd)
     return Recording(report, cmd)
 
 
-def stats(report: str | Path, *, tool: NsysTool | None = None, timeout_s: float = 180) -> NsysStats:
-    """``nsys stats``' kernel, CUDA API and NVTX tables of ``report``, as CSV, read into :class:`NsysStats`."""
+def import_qdstrm(qdstrm: str | Path, *, tool: NsysTool | None = None, output: str | Path | None = None,
+                  timeout_s: float = 300) -> Path:
+    """The ``.nsys-rep`` of a ``.qdstrm`` that nsys's target part recorded alone (on a node without the host part),
+    made by the host part's QdstrmImporter beside ``tool``; written to ``output`` (the .qdstrm's name with
+    .nsys-rep by default), over an earlier one. The .qdstrm itself is left as it was: the importer writes into its
+    input (2023.4 appended 28 bytes), so it reads a copy. Raises :class:`NsysError`."""
     tool = tool or find_nsys()
     if tool is None:
         raise NsysError(availability(None).line)
+    if not tool.importer:
+        raise NsysError(f"{tool.name} ({tool.path}) has no host part beside it (host-linux-x64/QdstrmImporter) to "
+                        "import a .qdstrm: use a whole Nsight Systems of the version that recorded it, or build "
+                        "Debian's with scripts/nsys_debian.sh (.nsys/host)")
+    qdstrm = Path(qdstrm)
+    if not qdstrm.is_file():
+        raise NsysError(f"there is no .qdstrm at {qdstrm}: give the path of the file nsys profile wrote")
+    output = Path(output) if output is not None else qdstrm.with_suffix(".nsys-rep")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-perf-lab-qdstrm-") as scratch:
+        copy = Path(scratch) / qdstrm.name
+        shutil.copyfile(qdstrm, copy)
+        cmd = (tool.importer, "-i", str(copy), "-o", str(output.resolve()), "-f")
+        try:
+            proc = _run(cmd, timeout_s=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise NsysError(f"QdstrmImporter took longer than {timeout_s:.0f} s and was stopped: give it more time "
+                            "(timeout_s)", cmd) from None
+    if proc.returncode != 0 or not output.exists():
+        raise NsysError(f"QdstrmImporter could not import {qdstrm} (exit {proc.returncode}: "
+                        f"{_importer_gist(proc.stderr, proc.stdout)}): a "
+                        "recording nsys did not finish writing (stopped, or copied while it ran) cannot be imported; "
+                        f"one from another nsys version needs that version's importer (this is {tool.name})", cmd)
+    return output
+
+
+def stats(report: str | Path, *, tool: NsysTool | None = None, timeout_s: float = 180) -> NsysStats:
+    """``nsys stats``' kernel, CUDA API and NVTX tables of ``report`` (.nsys-rep, .qdrep or .sqlite), as CSV, read
+    into :class:`NsysStats`."""
+    tool = tool or find_nsys()
+    if tool is None:
+        raise NsysError(availability(None).line)
+    if Path(report).suffix == ".qdstrm":
+        raise NsysError(f"{report} is a raw recording (.qdstrm), which nsys stats does not read: turn it into a "
+                        "report first (helpers.nsys.import_qdstrm)")
     names = tool.report_names()
+    # a .sqlite beside the report is nsys's export of it: an older one makes 2023.4 refuse (exit 1, "Use
+    # --force-export=true"), one from an earlier recording of the same name would be read as this one
+    fresh = ["--force-export=true"] if "--force-export" in tool.stats_help else []
     cmd = (tool.path, "stats", f"--report={names['kernels']},{names['api']},{names['nvtx']}", "--format=csv",
-           "--output=-", str(report))
+           "--output=-", *fresh, str(report))
     try:
         proc = _run(cmd, timeout_s=timeout_s)
     except subprocess.TimeoutExpired:
@@ -216,24 +292,37 @@ def stats(report: str | Path, *, tool: NsysTool | None = None, timeout_s: float 
                         "(timeout_s) or record fewer steps", cmd) from None
     said = proc.stdout + "\n" + proc.stderr
     if proc.returncode != 0:
-        raise NsysError(f"nsys stats exited with {proc.returncode} ({_last_line(said)}); if it names a report, "
+        raise NsysError(f"nsys stats exited with {proc.returncode} ({_gist(said)}); if it names a report, "
                         f"`nsys stats --help-reports` lists those this {tool.name} has", cmd)
+    # a report that fails prints ERROR on stderr and nsys still exits 0 (2023.4): its table would be missing unsaid
+    failed = [line.strip() for line in proc.stderr.splitlines() if line.strip().startswith("ERROR")]
+    if any("No module named 'nsysstats'" in line for line in failed):
+        raise NsysError(f"nsys stats' reports cannot import nsysstats ({failed[0]}): copy nsysstats.py from "
+                        f"{tool.name}'s target-linux-x64/python/lib into host-linux-x64/python/lib, where its Python "
+                        "looks (Debian's package moved it; scripts/nsys_debian.sh does this)", cmd)
+    if failed:
+        raise NsysError(f"nsys stats could not run a report ({failed[0]}): `nsys stats --help-reports` lists those "
+                        f"this {tool.name} has", cmd)
     out = parse_stats(said, reports=tuple(names.values()))
     if not (out.kernels or out.api or out.ranges or out.skipped):
-        raise NsysError(f"nsys stats printed none of the tables asked for ({_last_line(said)})", cmd)
+        raise NsysError(f"nsys stats printed none of the tables asked for ({_gist(said)})", cmd)
     return out
 
 
 def availability(tool: NsysTool | None, stats: NsysStats | None = None, *, expected_kernels: int | None = None,
                  error: str | None = None, gpu: bool = True, torch_cuda: str | None = None) -> Availability:
-    """What happened, in one line: nsys not installed (and how to get it), no GPU, it failed (``error``), it recorded
-    far fewer kernels than the ``expected_kernels`` the steps launched, or what it recorded. ``torch_cuda``: the
-    CUDA PyTorch runs on (``torch.version.cuda`` by default), named where kernels are missing."""
+    """What happened, in one line: nsys not installed (and how to get it), one that cannot record, no GPU, it failed
+    (``error``), it recorded far fewer kernels than the ``expected_kernels`` the steps launched, or what it recorded.
+    ``torch_cuda``: the CUDA PyTorch runs on (``torch.version.cuda`` by default), named where kernels are missing."""
     if tool is None:
         return Availability("not installed", "Nsight Systems (nsys) is not installed here (looked on the PATH and in "
                             "/usr/local/cuda*/bin, /opt/nvidia/nsight-systems/*/bin, /usr/lib/nsight-systems*): a "
                             "CUDA toolkit brings it in its bin folder, as does NVIDIA's Nsight Systems package; "
                             "torch.profiler's timeline shows the same steps without it.")
+    if not tool.can_record:
+        return Availability("cannot record", f"{tool.name} at {tool.path} can read reports but not record: the part "
+                            f"that records ({', '.join(RECORDS_WITH)}) is not beside it; install the whole Nsight "
+                            "Systems (a CUDA toolkit's, or NVIDIA's package) to record here.")
     if not gpu:
         return Availability("no GPU", f"{tool.name} is installed ({tool.path}), but there is no CUDA GPU here for it "
                                       "to record.")
@@ -267,13 +356,13 @@ def availability_line(tool: NsysTool | None, stats: NsysStats | None = None, **k
 
 
 def measure(*, steps: int = 5, batch: int = 32, image_size: int = 64, expected_kernels: int | None = None,
-            timeout_s: float = 300, folder: str | Path | None = None) -> NsysResult:
-    """Everything at once, never raising for nsys's sake: find nsys, count the kernels the steps launch (unless
-    ``expected_kernels`` is given), record them, read the tables, and say in one line what happened. ``folder``:
-    keep the report there (by default it is deleted with its temporary folder)."""
-    tool = find_nsys()
-    if tool is None:
-        return NsysResult(None, availability(None))
+            timeout_s: float = 300, folder: str | Path | None = None, tool: NsysTool | None = None) -> NsysResult:
+    """Everything at once, never raising for nsys's sake: find nsys (or use ``tool``), count the kernels the steps
+    launch (unless ``expected_kernels`` is given), record them, read the tables, and say in one line what happened.
+    ``folder``: keep the report there (by default it is deleted with its temporary folder)."""
+    tool = tool or find_nsys()
+    if tool is None or not tool.can_record:
+        return NsysResult(None, availability(tool))
     import torch
 
     if not torch.cuda.is_available():
@@ -327,6 +416,40 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:160] if lines else "it printed nothing"
+def _can_record(path: str) -> bool:
+    """Whether the nsys at ``path`` has its target part (:data:`RECORDS_WITH`) beside it. A wrapper script (a CUDA
+    toolkit's bin/nsys may be one) cannot be followed to its binary: it is taken at its word."""
+    real = Path(os.path.realpath(path))
+    try:
+        with open(real, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return True
+    except OSError:
+        return False
+    return all((real.parent / name).exists() for name in RECORDS_WITH)
+
+
+def _importer(path: str) -> str:
+    """The host part's QdstrmImporter where nsys itself looks for it: ../host-linux-x64 from its real folder."""
+    found = Path(os.path.realpath(path)).parent.parent / "host-linux-x64" / "QdstrmImporter"
+    return str(found) if os.access(found, os.X_OK) else ""
+
+
+def _importer_gist(stderr: str, stdout: str) -> str:
+    """What QdstrmImporter said went wrong: its first line on stderr ("File is corrupted."), or, where it threw
+    (a first line of 300 characters naming its source file), the exception's name."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    what = next((line.removeprefix("std::exception::what:").strip() for line in lines
+                 if line.startswith("std::exception::what:")), None)
+    if what:
+        return f"{lines[0].split(':', 1)[0]}: {what}"
+    return lines[0][:160] if lines else _gist(stdout)
+
+
+def _gist(text: str) -> str:
+    """The line of nsys's output that says what went wrong: its first ERROR, else its last line that is not the
+    usage reminder it prints after every mistake ("usage: ...", "Try 'nsys ... --help' for more information.")."""
+    lines = [line.strip() for line in text.replace("\r", "\n").splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith("usage:") and not re.fullmatch(r"Try '.*' for more.*", line)]
+    pick = next((line for line in said if line.startswith("ERROR")), said[-1] if said else None)
+    return pick[:160] if pick else "it printed nothing"

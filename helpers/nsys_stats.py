@@ -107,15 +107,20 @@ def parse_stats(text: str, *, reports: tuple[str, ...] = ()) -> NsysStats:
     [x.sqlite] with [.../cuda_gpu_kern_sum.py]..."; "Running [.../gpukernsum.py x.sqlite]..." in 2021), then its
     CSV block and a blank line, or "SKIPPED: x.sqlite does not contain CUDA kernel data" where it had none. Which
     table a block is comes from its columns (a "Range" column: NVTX; "Num Calls": CUDA API; "Instances" and "Name":
-    kernels), which every version has named alike; a skipped one from nsys's words (NVTX, kernel, else CUDA API)."""
+    kernels), which every version has named alike; a skipped one from the report that line named (2023.4 skips all
+    three with the same words, "x.sqlite file does not contain StringIds table."), else from nsys's words."""
     blocks: dict[str, list[dict[str, float | str]]] = {"kernels": [], "api": [], "nvtx": []}
     skipped: dict[str, str] = {}
     header: list[str] | None = None
     kind: str | None = None
+    running: str | None = None  # the kind of the report the last "Processing"/"Running" line named
     for line in text.splitlines():
+        named = _report_named(line)
+        if named:
+            running = _kind_by_report(named)
         if "SKIPPED:" in line:
             why = line.split("SKIPPED:", 1)[1].strip()
-            skipped[_kind_by_words(why)] = why
+            skipped[running or _kind_by_words(why)] = why
             header = None
             continue
         fields = [f.strip() for f in next(csv.reader([line]), [])]
@@ -155,6 +160,19 @@ def _kind_by_columns(header: list[str]) -> str | None:
     if "Num Calls" in header:
         return "api"
     return "kernels" if "Instances" in header and "Name" in header else None
+
+
+def _report_named(line: str) -> str | None:
+    """The report a "Processing [db] with [.../name.py]... " line (2022.4 on; "with [name]" where there is no such
+    report) or a "Running [.../name.py db]... " line (2021) names: ``"name"``; None for any other line."""
+    m = re.match(r"Processing \[.*?\] with \[([^\]]*)\]", line) or re.match(r"Running \[(.*?\.py)[\s\]]", line)
+    return m[1].rsplit("/", 1)[-1].removesuffix(".py") if m else None
+
+
+def _kind_by_report(name: str) -> str | None:
+    """The table a report fills, by its name in any version: gpukernsum, cuda_gpu_kern_sum; cudaapisum,
+    cuda_api_sum; nvtxppsum, nvtxsum, nvtx_sum."""
+    return "nvtx" if "nvtx" in name else "kernels" if "kern" in name else "api" if "api" in name else None
 
 
 def _kind_by_words(why: str) -> str:

@@ -42,6 +42,7 @@ __all__ = [
     "SAME_QUANTITY",
     "disagreeing",
     "recorded_elsewhere",
+    "measured_on",
 ]
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -168,7 +169,19 @@ def record(figures: dict[str, float], *, path: Path | str | None = None,
     for name, value in figures.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ValueError(f"figure {name!r}={value!r}: figures are numbers (measured, never typed in).")
-    return _update(lambda d: d["figures"].update({k: float(v) for k, v in figures.items()}), path, header)
+    def mutate(d: dict) -> None:
+        d["figures"].update({k: float(v) for k, v in figures.items()})
+        # each figure's own day: a file that several runs add to has one "date" (its latest run's), and a sentence
+        # about one figure ("05 ran on 2 GPUs on …") must name the day that figure was measured
+        d.setdefault("measured_on", {}).update({k: d["date"] for k in figures})
+
+    return _update(mutate, path, header)
+
+
+def measured_on(data: dict, name: str) -> str:
+    """The day figure ``name`` of a loaded results file was measured: its own record where the file keeps one
+    (:func:`record` does), else the file's date (files written before figures had their own)."""
+    return (data.get("measured_on") or {}).get(name) or data.get("date", "-")
 
 
 def add_comparison_row(name: str, row: dict[str, Any], *, path: Path | str | None = None,
@@ -281,7 +294,7 @@ def recorded_elsewhere(names: Iterable[str], *, where: str = "ddp_gpus", at_leas
         for name in names:
             if name in figs:
                 rows.append({"figure": name, "value": figs[name], "unit": figure_unit(name)[0],
-                             "device": f"{int(figs[where])} × {data.get('device', '?')}", "date": data.get("date", "?"),
+                             "device": f"{int(figs[where])} × {data.get('device', '?')}", "date": measured_on(data, name),
                              "file": f"results/{path.name}"})
     df = pd.DataFrame(rows, columns=["figure", "value", "unit", "device", "date", "file"])
     df.attrs["formats"] = {"value": lambda row: figure_unit(row["figure"])[1], "device": "text", "date": "text",

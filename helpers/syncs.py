@@ -263,14 +263,28 @@ class SyncFinder:
         return pd.DataFrame(list(rows.values()), columns=columns)
 
     def __repr__(self) -> str:
-        if not self.syncs:
+        """What was found, each count beside the lines it sums: this finder's waits, line by line; on a GPU, then
+        the lines only PyTorch's finder warned on, and its warnings in all (some may come from PyTorch's own code,
+        with no line of the loop on the stack: said, so the counts add up)."""
+        table = self.table()
+        ours, theirs = table[table["times"] > 0], table[table["times"] == 0]
+        plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
+        if not len(ours) and not self.cuda_warnings:
             return "no syncs found"
-        lines = [f"{len(self.syncs)} syncs found:"]
-        for _, r in self.table().iterrows():
-            if r["times"]:
-                lines.append(f"  {r['what']} × {r['times']}, {r['where']}: {r['code']}")
-            else:
-                warned = r["PyTorch's finder"]
-                lines.append(f"  PyTorch's finder only × {warned}, {r['where']}: {r['code']}")
+        lines = [f"{plural(len(self.syncs), 'wait')} found on {plural(len(ours), 'line')}:" if len(ours)
+                 else "no waits found by this finder"]
+        lines += [f"  {r['what']} × {r['times']}, {r['where']}: {r['code']}" for _, r in ours.iterrows()]
+        if self.cuda_warnings:
+            placed = len(self.cuda_syncs)
+            if len(theirs):
+                lines.append(f"PyTorch's finder also warned on {plural(len(theirs), 'line')} this finder does not "
+                             "count:")
+                col = "PyTorch's finder"
+                lines += [f"  × {r[col]}, {r['where']}: {r['code']}" for _, r in theirs.iterrows()]
+            inside = self.cuda_warnings - placed
+            lines.append(f"torch.cuda.set_sync_debug_mode('warn') warned {plural(self.cuda_warnings, 'time')}: "
+                         f"{placed} on the loop's lines" + (f", {inside} inside PyTorch's own code (no line of the "
+                                                             "loop on the stack)" if inside else "")
+                         + "; it counts each CUDA call that waits, not lines of Python")
         return "\n".join(lines)
 

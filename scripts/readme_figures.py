@@ -71,6 +71,10 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
      "{:,.0f}"),
     ("07_transformer", "gpt_fsdp2_bytes_per_rank", "FSDP2 over 2 gloo ranks (smoke GPT), bytes on the fullest rank",
      "{:,.0f}"),
+    ("07_transformer", "gpt_shard_ddp_tok_per_s", "GPT-2 small on two GPUs (NCCL, bf16), DDP, tok/s", "{:,.0f}"),
+    ("07_transformer", "gpt_shard_zero_vs_ddp_x", "ZeRO-1 over DDP on two GPUs, ×", "{:.2f}"),
+    ("07_transformer", "gpt_shard_fsdp2_vs_ddp_x", "FSDP2 over DDP on two GPUs, ×", "{:.2f}"),
+    ("07_transformer", "gpt_shard_fsdp2_peak_gib", "FSDP2's fullest rank's peak on two GPUs, GiB", "{:.1f}"),
 ]
 
 

@@ -355,3 +355,24 @@ def test_a_profiled_cpu_step_is_placed_on_the_roofline(climbed):
     assert sum(kernels.shares.values()) + sum(kernels.unplaced.values()) == pytest.approx(100)
     html = step_kernels.readable_kernels(kernels, CPU_CEIL)._repr_html_()
     assert tables.unreadable_cells(html) == []
+
+
+def test_the_learning_rate_rises_over_the_warm_up_and_every_rung_takes_it_from_its_own_first_step(monkeypatch):
+    setup = dataclasses.replace(SETUP, lr_warmup=2)
+    assert [setup.lr_at(i) for i in range(4)] == [1.5e-3, 3e-3, 3e-3, 3e-3] and SETUP.lr_at(0) == 3e-3
+    assert ladder.LadderSetup.at_scale("full", gpu_gib=80).lr_warmup == 4  # GPT-2 small: no step at 6e-4 cold
+    with pytest.raises(ValueError, match="warm-up steps"):
+        dataclasses.replace(SETUP, lr_warmup=-1)
+    seen: list[float] = []
+    real_step = torch.optim.AdamW.step
+
+    def step(self, *a, **k):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    lad = ladder.Ladder(setup, device="cpu", ceilings=CPU_CEIL)
+    rungs = ladder.ladder_rungs(setup)
+    for rung in rungs[:2]:  # eager fp32, then bf16 (which runs as fp32 or says why): each from its own step 0
+        lad.train(rung, ladder.RungConfig(micro_batch=setup.micro_batch))
+    assert seen[:4] == [1.5e-3, 3e-3, 3e-3, 3e-3] and seen[4:8] == [1.5e-3, 3e-3, 3e-3, 3e-3]

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("leaderboard.store",),
     ("leaderboard.concurrency",),
     ("leaderboard",),
-    ("ddp.scaling", "ddp.by_hand", "gpt.ladder"),
+    ("ddp.scaling", "ddp.by_hand", "gpt.ladder", "gpt.sharded_speed"),
     ("ddp",),
     ("gpt",),
     ("train", "ncu", "nsys_stats", "memory.resilient", "memory.timeline", "challenge.step_roofline"),

@@ -177,6 +177,11 @@ def test_pytorchs_own_sync_warnings_are_put_on_the_line_that_made_the_call_and_o
     table = found.table()
     assert list(table["PyTorch's finder"]) == [2] and list(table["times"]) == [0]
     assert list(table["what"]) == ["(PyTorch's finder only)"]
+    shown = repr(found).splitlines()  # every count printed beside the lines it sums
+    assert shown[0] == "no waits found by this finder"
+    assert shown[1] == "PyTorch's finder also warned on 1 line this finder does not count:"
+    assert shown[2].startswith("  × 2, test_loop_exercise.py:")
+    assert shown[3].startswith("torch.cuda.set_sync_debug_mode('warn') warned 2 times: 2 on the loop's lines;")
 
 
 def test_sync_finder_finds_copies_to_the_host_and_data_dependent_ops_but_not_the_copy_to_the_device():

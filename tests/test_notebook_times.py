@@ -64,6 +64,17 @@ def test_a_notebook_that_needs_two_gpus_takes_its_times_from_that_node(tmp_path)
     block = nt.readme_block(tmp_path, notebooks=["05_ddp"])
     assert "| `05_ddp` | 155 s ¹ | 34 s | not measured yet | not measured yet | not measured yet |" in block
     assert "`05_ddp` on 2 × NVIDIA H200, 2026-11-23" in block
+    # a later run on that node (07's, say) moves the file's date, not 05's; the one GPU's runs span two days
+    (tmp_path / nt.MULTI_GPU_REFERENCE["05_ddp"]).write_text(json.dumps(
+        {"device": "NVIDIA H200", "date": "2026-11-28", "figures": {"run_s_05_ddp": 155.2, "ddp_gpus": 2.0},
+         "measured_on": {"run_s_05_ddp": "2026-11-23"}}))
+    (tmp_path / nt.REFERENCE).write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-28",
+                                                     "figures": {"run_s_00_setup": 1.0, "run_s_01_baseline": 2.0},
+                                                     "measured_on": {"run_s_00_setup": "2026-11-22",
+                                                                     "run_s_01_baseline": "2026-11-28"}}))
+    block = nt.readme_block(tmp_path, notebooks=["00_setup", "01_baseline", "05_ddp"])
+    assert "`05_ddp` on 2 × NVIDIA H200, 2026-11-23" in block
+    assert "Full scale: one NVIDIA H100 80GB HBM3, 2026-11-22 to 2026-11-28" in block
 
 
 def test_the_readme_shows_what_results_holds():

@@ -6,6 +6,11 @@ report names, a timeout and a failure that say what to change.
 The CSV below is in the real format: the current reports' headers as nsys 2024.1 printed them ("Processing [...] with
 [...]..." before each report, a blank line after it), the old ones (``gpukernsum``, ``cudaapisum``, ``nvtxppsum``;
 "Time(%)", "Average", ...) as their report scripts name their columns.
+
+What Debian's nsys 2023.4 itself printed (help, stats, a recording, the importer's errors) is kept verbatim in
+tests/fixtures/nsys/ (its README says by which command) and given to the fake or to the parser as it came. Where
+scripts/nsys_debian.sh has built .nsys/, the real tool also records NVTX ranges on this CPU, imports them and reads
+them back (marked slow).
 """
 
 from __future__ import annotations
@@ -19,9 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import nsys, nsys_target
+from helpers import nsys, nsys_stats, nsys_target
 
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nsys"
+
+
+def real(name: str) -> str:
+    """What nsys 2023.4 printed (tests/fixtures/nsys/README.md says by which command)."""
+    return (FIXTURES / name).read_text()
+
 
 NEW_PROFILE_HELP = """usage: nsys profile [<args>] [application] [<application args>]
 	-c, --capture-range=
@@ -113,6 +125,8 @@ elif args[:2] == ["profile", "--help"]:
     print(cfg["profile_help"])
 elif args[:2] == ["stats", "--help-reports"]:
     print(cfg["reports_help"])
+elif args[:2] == ["stats", "--help"]:
+    print(cfg.get("stats_help", ""))
 elif args[0] == "profile":
     if cfg.get("sleep_s"):  # a program that runs too long: nsys's own child, as the real one launches it
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -124,12 +138,15 @@ elif args[0] == "profile":
     out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
     if cfg.get("report_suffix"):
         Path(out + cfg["report_suffix"]).write_bytes(b"a report")
+    print(cfg.get("profile_out", ""))
+    print(cfg.get("profile_err", ""), file=sys.stderr)
 elif args[0] == "stats":
     report = args[-1]
     if not Path(report).exists():
         print(f"ERROR: {{report}} does not exist.", file=sys.stderr)
         sys.exit(1)
     print(cfg["stats_out"].format(report=report))
+    print(cfg.get("stats_err", ""), file=sys.stderr)
     sys.exit(cfg.get("stats_exit", 0))
 '''
 
@@ -193,7 +210,7 @@ def test_installed_records_with_an_nvtx_capture_range_and_reads_the_tables(only,
     rec = nsys.profile(steps=2, batch=4, image_size=16, folder=tmp_path / "out")
     assert rec.report == tmp_path / "out" / "steps.nsys-rep" and rec.report.exists()
     argv, env = calls(fake)[-1]["argv"], calls(fake)[-1]
-    for flag in ("--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=nvtx",
+    for flag in ("--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--capture-range=nvtx",
                  "--nvtx-capture=profiled_steps", "--capture-range-end=stop", "--force-overwrite=true",
                  f"--output={tmp_path / 'out' / 'steps'}"):
         assert flag in argv
@@ -361,3 +378,234 @@ def _gone(pid: int, wait_s: float = 5.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+# -- what Debian's nsys 2023.4 printed --------------------------------------------------------------------------------
+def install_real(folder: Path, **cfg) -> Path:
+    """A fake nsys answering --version and the three help texts as 2023.4 did."""
+    return install_fake(folder, version_line=real("version.txt"), profile_help=real("profile_help.txt"),
+                        reports_help=real("help_reports.txt"), stats_help=real("stats_help.txt"), **cfg)
+
+
+def test_the_real_2023_4_help_gives_its_version_flags_and_report_names(only, tmp_path):
+    fake = tmp_path / "bin"
+    install_real(fake, stats_out=real("stats_nvtx_only.out.txt"))
+    only(fake)
+    tool = nsys.find_nsys()
+    assert tool is not None and tool.version == "2023.4.4.54" and tool.release == (2023, 4)
+    # --help-reports lists "cuda_gpu_kern_sum[:nvtx-name][:base|:mangled] -- ...": the names are read past the options
+    assert tool.report_names() == {"kernels": "cuda_gpu_kern_sum", "api": "cuda_api_sum", "nvtx": "nvtx_sum"}
+    assert tool.capture_end() == ["--capture-range-end=stop"]
+    # every flag the course's command gives is one this version's help describes
+    cmd = nsys.command(tool, output="x", steps=1, batch=2, image_size=16)
+    flags = {a.split("=", 1)[0] for a in cmd[2:cmd.index(sys.executable)]}
+    assert flags == {"--trace", "--sample", "--cpuctxsw", "--capture-range", "--nvtx-capture", "--capture-range-end",
+                     "--output", "--force-overwrite"}
+    assert all(f"{flag}=" in tool.profile_help for flag in flags)
+    # its stats help knows --force-export, so a stale .sqlite beside a report is never read for it
+    rep = tmp_path / "steps.nsys-rep"
+    rep.write_bytes(b"a report")
+    nsys.stats(rep, tool=tool)
+    assert "--force-export=true" in calls(fake)[-1]["argv"]
+
+
+def test_a_host_part_alone_cannot_record_and_says_so_without_trying(only, tmp_path, monkeypatch):
+    """The CLI without nsys-launcher and libToolsInjection64.so beside it (scripts/nsys_debian.sh's host part):
+    2023.4 said "Failed to spawn process" there. An ELF binary stands in for nsys (a script is taken at its word)."""
+    import torch
+
+    host = tmp_path / "host"
+    cli = host / "target-linux-x64" / "nsys"
+    cli.parent.mkdir(parents=True)
+    cli.write_bytes(Path(os.path.realpath(sys.executable)).read_bytes()[:64])  # an ELF header is all it reads
+    cli.chmod(0o755)
+    importer = host / "host-linux-x64" / "QdstrmImporter"
+    importer.parent.mkdir()
+    importer.write_text("#!/bin/sh\n")
+    importer.chmod(0o755)
+    monkeypatch.setattr(nsys, "_ask", lambda path, *args: real("version.txt") if args == ("--version",) else "")
+    tool = nsys.tool_at(cli)
+    assert not tool.can_record and tool.importer == str(importer) and tool.version == "2023.4.4.54"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # even with a GPU: it cannot record
+    res = nsys.measure(tool=tool, steps=1, expected_kernels=10)
+    assert res.state == "cannot record" and res.stats is None and "\n" not in res.line
+    assert "can read reports but not record" in res.line and "nsys-launcher" in res.line and str(cli) in res.line
+    with pytest.raises(nsys.NsysError, match="cannot record|not record"):
+        nsys.profile(tool=tool, steps=1, folder=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+    # on the PATH (as .nsys/env.sh puts it) it does not hide an nsys that records
+    only(cli.parent)
+    whole = tmp_path / "whole" / "bin"
+    install_fake(whole)
+    monkeypatch.setattr(nsys, "_ask", lambda path, *args: "")
+    assert nsys.find_nsys().path == str(cli)  # the only one: found, and said to be unable to record
+    assert nsys.find_nsys(places=(str(whole / "nsys"),)).path == str(whole / "nsys")
+
+    for name in nsys.RECORDS_WITH:  # the target part beside it: it records
+        (cli.parent / name).write_bytes(b"")
+    assert nsys.tool_at(cli).can_record
+
+
+def test_the_real_stats_output_is_read_table_by_table(only, tmp_path):
+    # a recording with NVTX ranges and no CUDA data: two reports skipped, each under its own table
+    st = nsys_stats.parse_stats(real("stats_nvtx_only.out.txt"))
+    assert [(r.name, r.instances) for r in st.ranges] == [("profiled_steps", 1), ("step", 3)]
+    assert st.ranges[0].total_ms == pytest.approx(61.295147)
+    assert st.skipped == {"kernels": "rec/steps.sqlite does not contain CUDA kernel data.",
+                          "api": "rec/steps.sqlite does not contain CUDA trace data."}
+    # 2023.4 skips all three with the same words: the report that line follows says which table it is
+    empty = nsys_stats.parse_stats(real("stats_empty_sqlite.out.txt"))
+    assert set(empty.skipped) == {"kernels", "api", "nvtx"}
+    assert all("StringIds" in why for why in empty.skipped.values())
+    assert empty.tables()["NVTX ranges"].notes == ("nsys recorded none: empty.sqlite file does not contain StringIds "
+                                                   "table.",)
+
+
+def test_real_stats_failures_say_what_to_change(only, tmp_path):
+    fake = tmp_path / "bin"
+    rep = tmp_path / "steps.nsys-rep"
+    rep.write_bytes(b"a report")
+    only(fake)
+    # Debian's package as shipped: every report fails on stderr, and nsys exits 0
+    install_real(fake, stats_out=real("stats_no_nsysstats.out.txt"), stats_err=real("stats_no_nsysstats.err.txt"))
+    with pytest.raises(nsys.NsysError, match=r"cannot import nsysstats.*copy nsysstats.py.*host-linux-x64/python/lib"):
+        nsys.stats(rep)
+    # a report this version does not have: the others' tables came, that one's ERROR went to stderr, exit 0
+    install_real(fake, stats_out=real("stats_unknown_report.out.txt"), stats_err=real("stats_unknown_report.err.txt"))
+    with pytest.raises(nsys.NsysError, match=r"could not run a report \(ERROR: Report 'nosuch_sum' could not be "
+                                             r"found\.\).*--help-reports"):
+        nsys.stats(rep)
+    # a stale .sqlite where --force-export is unknown: the line that says what to do, not the usage reminder
+    install_fake(fake, stats_out="", stats_err=real("stats_stale_sqlite.err.txt"), stats_exit=1)
+    with pytest.raises(nsys.NsysError, match=r"exited with 1 \(Use --force-export=true to update export file\.\)"):
+        nsys.stats(rep)
+    # a raw recording is refused before nsys says "Input file not a .nsys-rep, .qdrep or .sqlite file."
+    assert "not a .nsys-rep" in real("stats_qdstrm.out.txt")
+    with pytest.raises(nsys.NsysError, match=r"raw recording \(\.qdstrm\).*import_qdstrm"):
+        nsys.stats(tmp_path / "steps.qdstrm")
+
+
+def test_real_recording_outcomes_say_what_happened(only, tmp_path):
+    fake = tmp_path / "bin"
+    only(fake)
+    # the target part alone: a .qdstrm, "Importer error status: ...", exit 0
+    install_real(fake, report_suffix=".qdstrm", profile_out=real("record_target_only.out.txt"),
+                 profile_err=real("record_target_only.err.txt"))
+    with pytest.raises(nsys.NsysError, match=r"recorded the steps \(.*steps\.qdstrm\).*QdstrmImporter.*import_qdstrm"):
+        nsys.profile(steps=1, folder=tmp_path / "a")
+    # no range opened: "Generated:" and nothing after it, exit 0
+    install_real(fake, report_suffix="", profile_out=real("record_never_started.out.txt"))
+    with pytest.raises(nsys.NsysError, match=r"without a report \(Generated:\).*'profiled_steps' never started"):
+        nsys.profile(steps=1, folder=tmp_path / "b")
+    # an option this version does not know: its words, not the usage reminder after them
+    install_real(fake, profile_exit=1, profile_said=real("record_old_flag.err.txt"))
+    with pytest.raises(nsys.NsysError, match=r"exited with 1 \(unrecognised option '--stop-on-range-end=true'\); "
+                                             r"this nsys 2023.4.4.54 does not know one of the command's flags"):
+        nsys.profile(steps=1, folder=tmp_path / "c")
+    # nsys does not make its output folder (2023.4 left the file in /tmp and exited 0): profile makes it
+    assert "Failed to create" in real("record_no_folder.err.txt")
+    install_real(fake, profile_out=real("record_target_only.out.txt"))
+    assert nsys.profile(steps=1, folder=tmp_path / "new" / "deeper").report.parent == tmp_path / "new" / "deeper"
+
+
+FAKE_IMPORTER = '''#!{python}
+"""A stand-in for QdstrmImporter -i IN -o OUT -f: as the real one, it writes into its input."""
+import json, sys
+from pathlib import Path
+
+cfg = json.loads((Path(__file__).resolve().parent / "importer.json").read_text())
+args = sys.argv[1:]
+src, out = Path(args[args.index("-i") + 1]), Path(args[args.index("-o") + 1])
+with open(src, "ab") as f:
+    f.write(b"28 bytes the importer adds..")
+if cfg.get("err"):
+    print(cfg["err"], file=sys.stderr, end="")
+    sys.exit(2)
+print(cfg.get("out", ""), end="")
+out.write_bytes(b"a report")
+'''
+
+
+def install_importer(host: Path, **cfg) -> Path:
+    """A host part at ``host``: a fake nsys in target-linux-x64, a fake importer in host-linux-x64."""
+    install_fake(host / "target-linux-x64", version_line=real("version.txt"))
+    exe = host / "host-linux-x64" / "QdstrmImporter"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    (exe.parent / "importer.json").write_text(json.dumps(cfg))
+    exe.write_text(FAKE_IMPORTER.format(python=sys.executable))
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_qdstrm_is_imported_from_a_copy_and_a_bad_one_says_why(only, tmp_path):
+    host = tmp_path / "host"
+    install_importer(host, out=real("import.out.txt"))
+    tool = nsys.tool_at(host / "target-linux-x64" / "nsys")
+    assert tool.importer == str(host / "host-linux-x64" / "QdstrmImporter")
+    came_back = tmp_path / "files_at" / "steps.qdstrm"  # the node's files arrive read-only
+    came_back.parent.mkdir()
+    came_back.write_bytes(b"a recording")
+    came_back.chmod(0o444)
+    rep = nsys.import_qdstrm(came_back, tool=tool, output=tmp_path / "work" / "record-steps.nsys-rep")
+    assert rep == tmp_path / "work" / "record-steps.nsys-rep" and rep.exists()
+    assert came_back.read_bytes() == b"a recording"  # the importer wrote into a copy
+    for name, why in (("import_cut.err.txt", r"File is corrupted\."),
+                      ("import_invalid.err.txt", r"Import Failed with unexpected exception: ReadStreamException"),
+                      ("import_missing.err.txt", r"File not found or could not be opened")):
+        install_importer(host, err=real(name))
+        with pytest.raises(nsys.NsysError, match=rf"could not import .*steps\.qdstrm \(exit 2: {why}.*\): .*did not "
+                                                 r"finish writing.*nsys 2023\.4\.4\.54"):
+            nsys.import_qdstrm(came_back, tool=tool, output=tmp_path / "work" / "x.nsys-rep")
+    with pytest.raises(nsys.NsysError, match="no .qdstrm at"):
+        nsys.import_qdstrm(tmp_path / "nothere.qdstrm", tool=tool)
+    # a target part alone has no importer: where to get one
+    bare = nsys.NsysTool(str(tmp_path / "t" / "nsys"), "2023.4.4.54")
+    with pytest.raises(nsys.NsysError, match=r"no host part beside it.*scripts/nsys_debian.sh"):
+        nsys.import_qdstrm(came_back, tool=bare)
+
+
+NSYS_DIR = ROOT / ".nsys"
+NVTX_SCRIPT = """import time, torch
+torch.cuda.nvtx.range_push("warm-up"); time.sleep(0.01); torch.cuda.nvtx.range_pop()
+torch.cuda.nvtx.range_push("profiled_steps")
+for _ in range(3):
+    torch.cuda.nvtx.range_push("step"); time.sleep(0.02); torch.cuda.nvtx.range_pop()
+torch.cuda.nvtx.range_pop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (NSYS_DIR / "host" / ".complete").exists() or not (NSYS_DIR / "target.tar.xz").exists(),
+                    reason="Debian's nsys is not built here: bash scripts/nsys_debian.sh builds it into .nsys/")
+def test_the_real_nsys_records_nvtx_on_a_cpu_and_the_host_part_reads_it(tmp_path):
+    """The node's path end to end, without a GPU: target.tar.xz's nsys records NVTX ranges (which need none) into a
+    .qdstrm it cannot import; the host part imports it and reads the tables."""
+    import subprocess
+    import tarfile
+
+    with tarfile.open(NSYS_DIR / "target.tar.xz") as tar:
+        tar.extractall(tmp_path / "node", filter="tar")
+    target = nsys.tool_at(tmp_path / "node" / "target-linux-x64" / "nsys")
+    host = nsys.tool_at(NSYS_DIR / "host" / "target-linux-x64" / "nsys")
+    assert target.version == host.version == "2023.4.4.54"
+    assert target.can_record and not target.importer and not host.can_record and host.importer
+
+    script = tmp_path / "nvtx_only.py"
+    script.write_text(NVTX_SCRIPT)
+    (tmp_path / "rec").mkdir()
+    proc = subprocess.run([target.path, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none",
+                           "--capture-range=nvtx", "--nvtx-capture=profiled_steps", *target.capture_end(),
+                           f"--output={tmp_path / 'rec' / 'steps'}", "--force-overwrite=true", sys.executable,
+                           str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "importer binary and its dependencies were not found" in proc.stderr
+    qdstrm = tmp_path / "rec" / "steps.qdstrm"
+    assert qdstrm.exists() and not qdstrm.with_suffix(".nsys-rep").exists()
+
+    st = nsys.stats(nsys.import_qdstrm(qdstrm, tool=host), tool=host)
+    assert [(r.name, r.instances) for r in st.ranges] == [("profiled_steps", 1), ("step", 3)]
+    assert st.kernels == () and set(st.skipped) == {"kernels", "api"}
+    line = nsys.availability_line(target, st, expected_kernels=0)
+    assert line.startswith("nsys 2023.4.4.54 recorded 0 kernel launches") and "4 NVTX ranges" in line

@@ -95,3 +95,23 @@ def test_a_figure_in_joules_per_image_reads_in_its_unit_not_as_seconds():
     assert results.figure_unit("energy_j_per_image_final") == ("J/image", "sig")
     assert results.figure_unit("energy_j_per_image_baseline")[0] == "J/image"
     assert results.figure_unit("baseline_img_per_s")[0] == "img/s"  # the per-image rule takes no other figure
+
+
+def test_each_figure_keeps_the_day_it_was_measured_when_a_later_run_adds_to_the_file(monkeypatch, tmp_path):
+    """A node's file gathers several runs (05 on one day, 07 on another): its "date" is the latest run's, and a
+    sentence about 05 must still name 05's day."""
+    path = tmp_path / "nvidia-h200.json"
+    day = {"now": "2026-11-27"}
+    monkeypatch.setattr(results, "device_header", lambda: {"device": "NVIDIA H200", "driver": "580", "torch": "2.11",
+                                                           "cuda": "13.0", "date": day["now"], "host_cpu": "x"})
+    results.record({"ddp_gpus": 2.0, "ddp2_efficiency_pct_bs256": 97.1}, path=path)
+    day["now"] = "2026-11-28"
+    results.record({"gpt_shard_gpus": 2.0, "gpt_shard_zero_vs_ddp_x": 0.95}, path=path)
+    data = results.load(path)
+    assert data["date"] == "2026-11-28"
+    assert results.measured_on(data, "ddp2_efficiency_pct_bs256") == "2026-11-27"
+    assert results.measured_on(data, "gpt_shard_zero_vs_ddp_x") == "2026-11-28"
+    assert results.measured_on({"date": "2026-11-20", "figures": {"a": 1}}, "a") == "2026-11-20"  # an older file
+    ddp = results.recorded_elsewhere(["ddp2_efficiency_pct_bs256"], folder=tmp_path)
+    gpt = results.recorded_elsewhere(["gpt_shard_zero_vs_ddp_x"], where="gpt_shard_gpus", folder=tmp_path)
+    assert list(ddp.date) == ["2026-11-27"] and list(gpt.date) == ["2026-11-28"]

@@ -140,8 +140,13 @@ class Ladder:
     def _step_fn(self, fn, opt, scaler, low, micro: int):
         dev = self.device
         n = self.setup.global_batch // micro
+        taken = 0  # optimizer steps so far: the learning rate's warm-up counts them
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            nonlocal taken
+            for group in opt.param_groups:  # a Python float: nothing recompiles, nothing waits
+                group["lr"] = self.setup.lr_at(taken)
+            taken += 1
             total = torch.zeros((), device=dev)
             for i in range(n):
                 with torch.autocast(dev.type, dtype=low, enabled=low is not None):

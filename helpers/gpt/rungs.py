@@ -59,12 +59,18 @@ class LadderSetup:
     steps: int  # timed optimizer steps after them (fewer where the time box ends the rung)
     lr: float
     seed: int = 0
+    #: optimizer steps over which the learning rate rises linearly to ``lr`` (0: none). AdamW's first updates move
+    #: every weight by about ``lr`` whatever its gradient; at GPT-2 small's 6e-4 from the first step the loss rose
+    #: within the first steps above a uniform guess's on one H100 (11.19 against ln 50,257 = 10.83, 2026-11-27).
+    lr_warmup: int = 0
 
     def __post_init__(self) -> None:
         for m in (self.micro_batch, self.large_micro_batch):
             if m < 1 or self.global_batch % m:
                 raise ValueError(f"micro-batch {m} does not divide the global batch {self.global_batch}: every "
                                  "rung accumulates whole micro-batches to the same batch per optimizer step.")
+        if self.lr_warmup < 0:
+            raise ValueError(f"lr_warmup={self.lr_warmup}: give the number of warm-up steps, 0 for none.")
         if not 1 <= self.seq_len <= self.cfg.block_size:
             raise ValueError(f"seq_len={self.seq_len}: give 1 to block_size={self.cfg.block_size}.")
 
@@ -78,11 +84,19 @@ class LadderSetup:
             gib = gpu_gib if gpu_gib is not None else env.gpu_memory_gib()
             if gib is not None and gib <= env.SMALL_GPU_GIB:
                 return cls(GPTConfig.full(), seq_len=1024, global_batch=16, micro_batch=2, large_micro_batch=8,
-                           warmup_steps=1, steps=8, lr=6e-4)
+                           warmup_steps=1, steps=8, lr=6e-4, lr_warmup=4)
             return cls(GPTConfig.full(), seq_len=1024, global_batch=64, micro_batch=8, large_micro_batch=32,
-                       warmup_steps=1, steps=8, lr=6e-4)
+                       warmup_steps=1, steps=8, lr=6e-4, lr_warmup=4)
         return cls(GPTConfig.smoke(), seq_len=64, global_batch=16, micro_batch=2, large_micro_batch=8,
-                   warmup_steps=1, steps=8, lr=3e-3)
+                   warmup_steps=1, steps=8, lr=3e-3, lr_warmup=4)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of optimizer step ``step`` (0 first): rising linearly over :attr:`lr_warmup` steps.
+
+        >>> LadderSetup.at_scale("smoke").lr_at(0), LadderSetup.at_scale("smoke").lr_at(3)
+        (0.00075, 0.003)
+        """
+        return self.lr * min(1.0, (step + 1) / self.lr_warmup) if self.lr_warmup else self.lr
 
     @property
     def tokens_per_step(self) -> int:
@@ -93,7 +107,8 @@ class LadderSetup:
         return (f"a GPT of {c.n_layer} layers, width {c.n_embd}, {c.n_head} heads, vocabulary {c.vocab_size:,} "
                 f"({c.param_count(non_embedding=False):,} parameters), trained on {self.global_batch} sequences of "
                 f"{self.seq_len:,} tokens per optimizer step ({self.tokens_per_step:,} tokens), AdamW at lr "
-                f"{self.lr:g}; each rung {self.warmup_steps} untimed step(s), then up to {self.steps} timed ones")
+                f"{self.lr:g}" + (f" after a linear warm-up over {self.lr_warmup} steps" if self.lr_warmup else "")
+                + f"; each rung {self.warmup_steps} untimed step(s), then up to {self.steps} timed ones")
 
 
 def ladder_rungs(setup: LadderSetup) -> list[Rung]:

@@ -40,7 +40,8 @@ from .data import MarkovSource
 from .memory import tensor_bytes
 from .model import GPT, GPTConfig, unique_params
 
-__all__ = ["VARIANTS", "RankSharding", "VariantSharding", "ShardingResult", "measure_sharding", "main"]
+__all__ = ["VARIANTS", "RankSharding", "VariantSharding", "ShardingResult", "measure_sharding", "variant_named",
+           "by_variant", "run_variants", "main"]
 
 VARIANTS = ("ddp", "zero", "fsdp2")
 _LR = 1e-3
@@ -90,10 +91,7 @@ class ShardingResult:
     wall_s: float
 
     def variant(self, name: str) -> VariantSharding:
-        for v in self.variants:
-            if v.variant == name:
-                return v
-        raise KeyError(f"variant {name!r} was not measured; measured: {[v.variant for v in self.variants]}.")
+        return variant_named(self.variants, name)
 
     def state_ratio(self, variant: str, baseline: str = "ddp") -> float:
         """The largest rank's optimizer state under ``variant`` over the largest under ``baseline`` (0.5 would be
@@ -132,14 +130,44 @@ def measure_sharding(nproc: int = 2, *, cfg: GPTConfig | None = None, variants: 
                  on_line=on_line)
     if not res.ok:
         raise RuntimeError(f"the sharding launch failed: {res.error}")
+    out = [VariantSharding(name, ranks, error) for name, ranks, error in by_variant(res.results, variants, RankSharding)]
+    return ShardingResult(nproc=nproc, cfg=cfg, variants=tuple(out), wall_s=res.wall_s)
+
+
+def variant_named(variants, name: str):
+    """The variant ``name`` of a launch's results (anything with a ``.variant``); a clear KeyError otherwise."""
+    for v in variants:
+        if v.variant == name:
+            return v
+    raise KeyError(f"variant {name!r} was not measured; measured: {[v.variant for v in variants]}.")
+
+
+def by_variant(results, variants, row) -> list[tuple[str, tuple, str | None]]:
+    """``(name, ranks, error)`` for each of ``variants``: the ranks' result lines made into ``row`` dataclasses (JSON
+    lists as tuples), and the ranks' errors joined in one line (None where every rank reported)."""
     out = []
     for name in variants:
-        lines = [r for r in res.results if r.get("variant") == name]
+        lines = [r for r in results if r.get("variant") == name]
         errors = sorted({r["error"] for r in lines if "error" in r})
-        ranks = tuple(RankSharding(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()})
+        ranks = tuple(row(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()})
                       for r in lines if "error" not in r)
-        out.append(VariantSharding(name, ranks, "; ".join(errors) or None))
-    return ShardingResult(nproc=nproc, cfg=cfg, variants=tuple(out), wall_s=res.wall_s)
+        out.append((name, ranks, "; ".join(errors) or None))
+    return out
+
+
+def run_variants(variants, run_one: Callable[[str], dict], rank: int) -> None:
+    """The worker's loop: each variant run and reported, or its error reported in one line (one variant that
+    cannot run here must not stop the others), the ranks meeting after each; the process group ended at last."""
+    try:
+        for variant in variants:
+            try:
+                report(run_one(variant))
+            except Exception as exc:  # noqa: BLE001 -- said in one line, and the next variant runs
+                said = (str(exc).strip().splitlines() or [""])[0][:300]
+                report({"variant": variant, "rank": rank, "error": f"{type(exc).__name__}: {said}"})
+            dist.barrier()
+    finally:
+        shutdown()
 
 
 # ---- the worker: one copy per rank ------------------------------------------------------------------------------
@@ -248,16 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(1)  # ranks sharing a few cores: one thread each, or they fight over them
     batches = _global_batches(cfg, args.steps, args.batch, args.seq_len or cfg.block_size, world)
     reference = _reference(cfg, batches)  # every rank runs it: no collective, and each rank has it to compare
-    try:
-        for variant in variants:
-            try:
-                report(_run(variant, cfg, batches, reference, rank, world))
-            except Exception as exc:  # noqa: BLE001 -- one variant that cannot run here must not stop the others
-                said = (str(exc).strip().splitlines() or [""])[0][:300]
-                report({"variant": variant, "rank": rank, "error": f"{type(exc).__name__}: {said}"})
-            dist.barrier()
-    finally:
-        shutdown()
+    run_variants(variants, lambda variant: _run(variant, cfg, batches, reference, rank, world), rank)
     return 0
 
 
