@@ -238,8 +238,9 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
                    title: str = "Before and after"):
     """Two runs side by side, each on its own time axis from its own start (a short run beside a long one would be
     squeezed into a corner of a shared axis): utilisation and SM activity above (0 to 100% in both columns), img/s
-    over the last second below, each run's from zero on its own scale (a run 20 times faster would flatten the
-    other's line)."""
+    over one sliding window for both runs below (:func:`whole_run_window_s` of the shorter: a second, or a third of a
+    run shorter than three), each run's from zero on its own scale (a run 20 times faster would flatten the other's
+    line)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
