@@ -118,11 +118,6 @@ def report(timings: dict) -> str:
     return "\n".join(lines)
 
 
-def _day(data: dict, figure: str) -> str:
-    """The day ``figure`` was measured (helpers.results.measured_on, read here without importing torch)."""
-    return (data.get("measured_on") or {}).get(figure) or data.get("date", "-")
-
-
 def _secs(v: float | None) -> str:
     return "not measured yet" if v is None else f"{v:.0f} s"
 
@@ -148,13 +143,12 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
                     f"{_secs(af.get(f'max_cell_s_{nb}'))} |")
         if mark:
             gpus = int(ff.get("ddp_gpus", 2))
-            others.append(f"`{nb}` on {gpus} × {data.get('device', name)}, {_day(data, f'run_s_{nb}')} "
+            others.append(f"`{nb}` on {gpus} × {data.get('device', name)}, {_figures.day_of(data, f'run_s_{nb}')} "
                           f"(`results/{name}`)")
     fb, sb = BUDGETS["full"], BUDGETS["smoke"]
     fresh = af.get("smoke_make_test_s_avx2")
     course = full["figures"].get("full_course_run_s")
-    days = sorted({_day(full, f"run_s_{nb}") for nb in notebooks if f"run_s_{nb}" in full["figures"]})
-    span = (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else full.get("date", "-")
+    span = _figures.days_of(full, [f"run_s_{nb}" for nb in notebooks])
     where = (f"Full scale: one {full.get('device', 'H100')}, {span} (`results/{REFERENCE}`)"
              + (f"; ¹ needs several GPUs of one node: {'; '.join(others)}" if others else "") +
              f". Smoke scale: {smoke.get('host_cpu', 'a CPU')}, {smoke.get('date', '-')} (`results/{SMOKE}`); "

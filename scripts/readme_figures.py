@@ -93,10 +93,22 @@ def gpu_results(results_dir: Path) -> list[tuple[str, dict]]:
     return sorted(out, key=lambda item: str(item[1].get("device")))
 
 
+def day_of(data: dict, figure: str) -> str:
+    """The day ``figure`` of a results file was measured (helpers.results.measured_on, read here without torch)."""
+    return (data.get("measured_on") or {}).get(figure) or data.get("date", "-")
+
+
+def days_of(data: dict, figures) -> str:
+    """The day, or the span of days, on which ``figures`` of a results file were measured (those it holds)."""
+    days = sorted({day_of(data, f) for f in figures if f in data.get("figures", {})})
+    return (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else data.get("date", "-")
+
+
 def figures_block(results_dir: Path = ROOT / "results") -> str:
     """The table between the markers: one row per key figure, one column per GPU results file."""
     files = gpu_results(results_dir)
-    head = "| notebook | figure | " + " | ".join(f"{d.get('device', n)} ({d.get('date', '-')})" for n, d in files) + " |"
+    keys = [key for _nb, key, _label, _fmt in KEY_FIGURES]
+    head = "| notebook | figure | " + " | ".join(f"{d.get('device', n)} ({days_of(d, keys)})" for n, d in files) + " |"
     rule = "| --- | --- |" + " --- |" * len(files)
     rows = []
     for nb, key, label, fmt in KEY_FIGURES:
@@ -106,8 +118,8 @@ def figures_block(results_dir: Path = ROOT / "results") -> str:
             cells.append("—" if v is None else fmt.format(v))
         rows.append(f"| `{nb}` | {label} (`{key}`) | " + " | ".join(cells) + " |")
     sources = ", ".join(f"`results/{n}`" for n, _ in files) or "none yet"
-    note = (f"From {sources}; each column is one GPU's latest full-scale run of each notebook (the date is the file's "
-            "latest). \"—\": not measured on that GPU (05's scaling needs two GPUs of one node).")
+    note = (f"From {sources}; each column is one GPU's latest full-scale run of each notebook (the dates are "
+            "those of the figures shown). \"—\": not measured on that GPU (05's scaling needs two GPUs of one node).")
     return "\n".join([BEGIN, head, rule, *rows, "", note, END])
 
 

@@ -43,3 +43,13 @@ def test_a_readme_without_the_markers_is_refused(tmp_path):
     readme.write_text("# no table here\n")
     with pytest.raises(ValueError, match="no figures table markers"):
         rf.update_readme(readme, results_dir=tmp_path)
+
+
+def test_a_columns_date_is_the_span_of_the_days_its_figures_were_measured(tmp_path):
+    (tmp_path / "nvidia-h200.json").write_text(json.dumps({
+        "device": "NVIDIA H200", "date": "2026-11-28", "figures": {"ddp2_efficiency_pct_bs256": 97.3, "gpt_mfu_pct": 45.4,
+                                                                   "not_a_key_figure": 1.0},
+        "measured_on": {"ddp2_efficiency_pct_bs256": "2026-11-27", "gpt_mfu_pct": "2026-11-28",
+                        "not_a_key_figure": "2026-11-20"}}))
+    assert rf.figures_block(tmp_path).splitlines()[1].endswith("| NVIDIA H200 (2026-11-27 to 2026-11-28) |")
+    assert rf.days_of({"date": "2026-11-22", "figures": {"a": 1}}, ["a", "b"]) == "2026-11-22"  # an older file

@@ -168,9 +168,9 @@ def measure_speed(nproc: int = 2, *, cfg: GPTConfig | None = None, variants: tup
 
 def figures(r: SpeedResult) -> dict[str, float]:
     """The figures to record from a run on GPUs (:data:`FIGURES`; a variant that did not run is left out)."""
-    ran = {v.variant: v for v in r.ran}
-    if not ran or ran[next(iter(ran))].ranks[0].backend != "nccl":
+    if not r.ran or r.ran[0].ranks[0].backend != "nccl":
         return {}  # gloo ranks on a CPU show the mechanics; their speed is no figure of the GPUs'
+    ran = {v.variant: v for v in r.ran}
     out = {"gpt_shard_gpus": float(r.nproc)}
     if "ddp" in ran:
         out["gpt_shard_ddp_tok_per_s"] = ran["ddp"].tokens_per_s
