@@ -9,6 +9,9 @@ whose plotly figure is drawn wrong: an axis that misses its data, a label or lin
 legend, labels over one another, NaN ticks (``helpers.figure_check``); and so does one that prints on stderr
 anything but a Python warning (a library's log lines show as red boxes that look like errors to a learner), and so
 does one that prints NaN or inf with a unit ("nan× the baseline": a figure of what the run did not measure).
+The outputs kept are in the order a learner sees them: nbval merges every stream of a cell into its first one, which
+put the titles a loop printed above all the tables it displayed, so here only neighbouring streams are merged, as
+Jupyter does (:func:`coalesce_in_order`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,43 @@ from pathlib import Path
 import pytest
 
 _KEEP = os.environ.get("HELPERS_EXECUTED_DIR")
+_CR = re.compile(r"^.*\r(?=[^\n])", re.M)  # a line a carriage return wrote over (a progress bar's earlier states)
+_BS = re.compile(r"[^\n]\x08")  # a character a backspace took back
+
+
+def coalesce_in_order(outputs):
+    """A cell's outputs with each run of neighbouring stream outputs of one name merged into one, everything else
+    where it was: what Jupyter shows (a title printed, its table displayed, the next title, the next table). nbval's
+    own merges every stream of a name into the first, wherever the displays between them stood. Carriage returns
+    and backspaces are applied within each merged stream, as nbval applies them."""
+    if not outputs:
+        return outputs
+    merged = []
+    for out in outputs:
+        last = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and last is not None and last.get("output_type") == "stream"
+                and last.get("name") == out.get("name")):
+            last["text"] = last["text"] + out["text"]
+        else:
+            merged.append(out)
+    for out in merged:
+        if out.get("output_type") == "stream":
+            text = out["text"]
+            while True:
+                shorter = _BS.sub("", text)
+                if shorter == text:
+                    break
+                text = shorter
+            out["text"] = _CR.sub("", text)
+    return merged
+
+
+try:  # the notebook runs keep what a learner sees; the unit tests run without nbval's plugin in play
+    import nbval.plugin as _nbval_plugin
+
+    _nbval_plugin.coalesce_streams = coalesce_in_order
+except ImportError:  # pragma: no cover - nbval is a test dependency
+    pass
 _spans: dict[str, list[float]] = {}
 _figures: dict[str, int] = {}  # notebook → plotly figures its cells showed, each checked by helpers.figure_check
 _cells: dict[str, list[dict]] = {}

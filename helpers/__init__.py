@@ -43,13 +43,15 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     train · ncu · nsys_stats · memory.resilient · memory.timeline
                                                      the training loop; Nsight Compute's table; Nsight Systems'
                                                      tables read; backing off on OOM; memory over time
-    challenge.function_check · nsys_target           the same-function check; the steps Nsight Systems records
-    kernels.compile_modes · memory.precision · challenge.recipes · large_batch · nsys
+    challenge.function_check                         the same-function check
+    kernels.compile_modes · memory.precision · challenge.recipes · large_batch
                                                      torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side;
                                                      the classic loop and the answer key as training functions; a
-                                                     batch eight times larger, judged on held-out accuracy; Nsight
-                                                     Systems where it is installed
+                                                     batch eight times larger, judged on held-out accuracy
     kernels · memory                                 the two packages
+    challenge.ladder ← nsys_target ← nsys            the steps Nsight Systems records (the course's step, the final
+                                                     challenge's baseline and top rung); Nsight Systems where it is
+                                                     installed, its tables read per step
     monitor/   telemetry ← record ← view · exporters · diagnosis ← sampling
     widgets · exercises/ (common ← nb00, nb01, nb02, nb03, nb04, nb05)
 

@@ -2,6 +2,7 @@
 
     res = measure(steps=5, batch=32, image_size=64)
     print(res.line)          # not installed (and how to get it), too few kernels recorded (with the counts), or ok
+    base = measure(run="baseline")  # the final challenge's baseline (nsys_target.RUNS), its own batch and size
     res.stats.tables()       # {"kernels": Table, "CUDA API": Table, "NVTX ranges": Table} where nsys ran
 
     tool = find_nsys()                                    # NsysTool(path='/usr/local/cuda/bin/nsys', ...), or None
@@ -185,18 +186,24 @@ def tool_at(path: str | Path) -> NsysTool:
                     can_record=_can_record(path), importer=_importer(path))
 
 
-def command(tool: NsysTool, *, output: str, steps: int, batch: int, image_size: int) -> list[str]:
+def command(tool: NsysTool, *, output: str, steps: int, batch: int, image_size: int, run: str = "course") -> list[str]:
     """The ``nsys profile`` command line the course runs (a notebook prints it for a learner to run by hand)."""
-    return [tool.path, "profile", f"--trace={TRACE}", "--sample=none", "--cpuctxsw=none", "--capture-range=nvtx",
-            f"--nvtx-capture={CAPTURE_RANGE}", *tool.capture_end(), f"--output={output}", "--force-overwrite=true",
-            sys.executable, "-m", "helpers.nsys_target", "--steps", str(steps), "--batch", str(batch),
-            "--image-size", str(image_size)]
+    # each kernel a CUDA graph replays is recorded as a kernel, as torch.profiler counts it (by default nsys records
+    # the graph as one item, and a run replayed as graphs would read as missing its kernels)
+    graphs = ["--cuda-graph-trace=node"] if "--cuda-graph-trace" in tool.profile_help else []
+    return [tool.path, "profile", f"--trace={TRACE}", "--sample=none", "--cpuctxsw=none", *graphs,
+            "--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}", *tool.capture_end(), f"--output={output}",
+            "--force-overwrite=true", sys.executable, "-m", "helpers.nsys_target", "--steps", str(steps), "--batch",
+            str(batch), "--image-size", str(image_size), *(["--run", run] if run != "course" else [])]
 
 
 def profile(*, tool: NsysTool | None = None, steps: int = 5, batch: int = 32, image_size: int = 64,
-            folder: str | Path | None = None, timeout_s: float = 300) -> Recording:
-    """Record ``steps`` training steps of :mod:`helpers.nsys_target` into ``folder`` (a new temporary folder by
-    default, left for the caller: the report opens in the Nsight Systems GUI). Raises :class:`NsysError`."""
+            folder: str | Path | None = None, timeout_s: float = 300, run: str = "course") -> Recording:
+    """Record ``steps`` training steps of :mod:`helpers.nsys_target` (``run``: one of its ``RUNS``) into ``folder``
+    (a new temporary folder by default, left for the caller: the report opens in the Nsight Systems GUI). Raises
+    :class:`NsysError`."""
+    if run not in nsys_target.RUNS:
+        raise ValueError(f"run={run!r}: nsys records one of {', '.join(map(repr, nsys_target.RUNS))}")
     tool = tool or find_nsys()
     if tool is None or not tool.can_record:
         raise NsysError(availability(tool).line)
@@ -205,7 +212,7 @@ def profile(*, tool: NsysTool | None = None, steps: int = 5, batch: int = 32, im
     stem = folder / "steps"
     for old in (".nsys-rep", ".qdrep", ".qdstrm", ".sqlite"):  # an earlier run's: never read as this one's
         stem.with_suffix(old).unlink(missing_ok=True)
-    cmd = tuple(command(tool, output=str(stem), steps=steps, batch=batch, image_size=image_size))
+    cmd = tuple(command(tool, output=str(stem), steps=steps, batch=batch, image_size=image_size, run=run))
     try:
         proc = _run(cmd, timeout_s=timeout_s, env=_child_env())
     except subprocess.TimeoutExpired:
@@ -218,7 +225,7 @@ def profile(*, tool: NsysTool | None = None, steps: int = 5, batch: int = 32, im
             hint = (f"this {tool.name} does not know one of the command's flags: `nsys profile --help` lists those "
                     "it knows")
         elif "Traceback" in said:
-            hint = "the program it ran failed: run `python -m helpers.nsys_target` alone to see why"
+            hint = f"the program it ran failed: run `python -m helpers.nsys_target --run {run}` alone to see why"
         else:
             hint = "run the command (.command) by hand to see all of nsys's output"
         raise NsysError(f"nsys profile exited with {proc.returncode} ({_gist(said)}); {hint}", cmd)
@@ -356,10 +363,15 @@ def availability_line(tool: NsysTool | None, stats: NsysStats | None = None, **k
 
 
 def measure(*, steps: int = 5, batch: int = 32, image_size: int = 64, expected_kernels: int | None = None,
-            timeout_s: float = 300, folder: str | Path | None = None, tool: NsysTool | None = None) -> NsysResult:
+            timeout_s: float = 300, folder: str | Path | None = None, tool: NsysTool | None = None,
+            run: str = "course") -> NsysResult:
     """Everything at once, never raising for nsys's sake: find nsys (or use ``tool``), count the kernels the steps
     launch (unless ``expected_kernels`` is given), record them, read the tables, and say in one line what happened.
-    ``folder``: keep the report there (by default it is deleted with its temporary folder)."""
+    ``run``: what to record (:data:`helpers.nsys_target.RUNS`: the course's step, or the final challenge's baseline
+    or top rung, each with its own batch and image size). ``folder``: keep the report there (by default it is
+    deleted with its temporary folder)."""
+    if run not in nsys_target.RUNS:
+        raise ValueError(f"run={run!r}: nsys records one of {', '.join(map(repr, nsys_target.RUNS))}")
     tool = tool or find_nsys()
     if tool is None or not tool.can_record:
         return NsysResult(None, availability(tool))
@@ -368,11 +380,11 @@ def measure(*, steps: int = 5, batch: int = 32, image_size: int = 64, expected_k
     if not torch.cuda.is_available():
         return NsysResult(None, availability(tool, gpu=False))
     if expected_kernels is None:
-        expected_kernels = nsys_target.count_kernels(steps=steps, batch=batch, image_size=image_size)
+        expected_kernels = nsys_target.count_kernels(steps=steps, batch=batch, image_size=image_size, run=run)
     with tempfile.TemporaryDirectory(prefix="gpu-perf-lab-nsys-") as scratch:
         try:
             rec = profile(tool=tool, steps=steps, batch=batch, image_size=image_size, folder=folder or scratch,
-                          timeout_s=timeout_s)
+                          timeout_s=timeout_s, run=run)
             st = stats(rec.report, tool=tool, timeout_s=timeout_s)
         except NsysError as e:
             return NsysResult(None, availability(tool, error=str(e)), e.command)

@@ -4,6 +4,7 @@
     st.kernel_count               # kernel launches recorded: 412
     st.kernels[0]                 # KernelRow(name='sm90_xmma_gemm_...', instances=60, total_ms=1.25, share=0.25)
     st.tables()                   # {"kernels": Table, "CUDA API": Table, "NVTX ranges": Table} to read
+    per_step({"baseline": a, "top rung": b})   # one column per recording: launches, syncs, GPU busy, per step
 
 Every version prints a report's CSV block after a line naming it and ends it with a blank line; the columns kept
 their names across versions ("Instances", "Num Calls", "Name", "Range"), while the times changed their spelling
@@ -21,7 +22,19 @@ from typing import Mapping
 from . import tables
 from .profiling import kernel_kind
 
-__all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats"]
+__all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats", "per_step", "STEP_RANGE", "API_KINDS"]
+
+#: The NVTX range around each recorded step (:data:`helpers.nsys_target.STEP_RANGE`): what "per step" divides by;
+#: and the one around them all, which closes once the GPU has finished them (:data:`helpers.nsys_target.CAPTURE_RANGE`).
+STEP_RANGE = "step"
+CAPTURE_RANGE = "profiled_steps"
+#: CUDA API calls by what they do (a call's name, its ``_v2``/``_ptsz`` suffixes and ``cu``/``cuda`` prefix aside).
+API_KINDS = {
+    "kernel launches": ("LaunchKernel", "LaunchKernelEx", "LaunchCooperativeKernel"),
+    "CUDA graph launches": ("GraphLaunch",),
+    "synchronizing calls": ("StreamSynchronize", "DeviceSynchronize", "EventSynchronize", "StreamWaitEvent"),
+    "copies": ("Memcpy", "MemcpyAsync", "Memcpy2DAsync", "MemsetAsync", "Memset"),
+}
 
 _TIME_SCALE_MS = {"ns": 1e-6, "nsec": 1e-6, "us": 1e-3, "µs": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0,
                   "s": 1e3, "sec": 1e3}
@@ -204,3 +217,48 @@ def _merged(rows: list[dict[str, float | str]]) -> list[dict[str, float | str]]:
         m["ms"] = float(m["ms"]) + float(r["ms"])
         m["share"] = float(m["share"]) + float(r["share"])
     return sorted(out.values(), key=lambda r: -float(r["ms"]))
+
+
+def _api_kind(name: str) -> str | None:
+    bare = re.sub(r"^(cuda|cu)", "", name.split("_")[0])
+    return next((kind for kind, calls in API_KINDS.items() if bare in calls), None)
+
+
+def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
+    """Recordings side by side, per step (each recording's ``step`` NVTX ranges count its steps): the wall time of a
+    step (the capture range, which closes once the GPU has finished, over the steps), the host's time inside each
+    step's range (less than the wall time where the host runs ahead of the GPU), the GPU's kernel time and its share
+    of the wall time, kernel launches on the GPU, and the CUDA API calls the host made by kind (:data:`API_KINDS`)
+    with the time spent in synchronizing ones. A recording without step ranges has its rows empty, with the reason
+    under the table."""
+    import pandas as pd
+
+    rows: dict[str, dict[str, float | None]] = {}
+    notes = []
+    for name, st in recordings.items():
+        step = next((r for r in st.ranges if r.name.lstrip(":") == STEP_RANGE), None)
+        capture = next((r for r in st.ranges if r.name.lstrip(":") == CAPTURE_RANGE), None)
+        if step is None or not step.instances:
+            notes.append(f"{name}: no '{STEP_RANGE}' NVTX range was recorded, so nothing is per step")
+        n = step.instances if step is not None and step.instances else None
+        wall = capture.total_ms / n if n and capture is not None else None
+        if n and capture is None:
+            notes.append(f"{name}: no '{CAPTURE_RANGE}' NVTX range was recorded, so no wall time per step")
+        kernel_ms = sum(r.total_ms for r in st.kernels)
+        col: dict[str, float | None] = {
+            "wall time per step, ms": wall,
+            "host time inside the step, ms": step.total_ms / n if n else None,
+            "kernel time on the GPU, ms": kernel_ms / n if n else None,
+            "GPU busy, % of the wall time": 100 * kernel_ms / n / wall if n and wall else None,
+            "kernels run on the GPU": st.kernel_count / n if n else None,
+        }
+        for kind in API_KINDS:
+            col[f"{kind} (CUDA API)"] = sum(r.calls for r in st.api if _api_kind(r.name) == kind) / n if n else None
+        col["time in synchronizing calls, ms"] = (sum(r.total_ms for r in st.api
+                                                      if _api_kind(r.name) == "synchronizing calls") / n if n else None)
+        col["CUDA API calls in all"] = st.api_call_count / n if n else None
+        rows[name] = col
+    df = pd.DataFrame(rows)
+    df.index.name = "per step"
+    t = tables.readable(df, formats={c: "sig" for c in df.columns})
+    return dataclasses.replace(t, notes=(*t.notes, *notes))

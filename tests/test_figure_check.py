@@ -395,3 +395,30 @@ def test_bars_drawn_from_a_base_span_their_whole_length():
 
     assert figure_check.problems(timeline([0, 60, 120])) == []
     assert any("far outside the data (0.5…2)" in p for p in figure_check.problems(timeline(None)))
+
+
+def test_the_kept_outputs_keep_each_title_above_its_table():
+    """nbval merges every stream of a cell into its first one; the executed notebooks (and the exports made from
+    them) keep each printed title beside the table displayed after it, as Jupyter shows them."""
+    from nbformat import NotebookNode
+
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).resolve().parents[1] / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+
+    def stream(text, name="stdout"):
+        return NotebookNode(output_type="stream", name=name, text=text)
+
+    table = NotebookNode(output_type="display_data", data={"text/plain": "t"}, metadata={})
+    outs = [stream("kernels\n"), table, stream("CUDA API\n"), stream("(top 8)\n"), table, stream("warn\n", "stderr"),
+            stream("NVTX\n"), table, stream("10%\r50%\r100%\n"), stream("ab\x08c\n")]
+    got = conftest.coalesce_in_order([NotebookNode(o) for o in outs])
+    assert [(o.output_type, o.get("text")) for o in got] == [
+        ("stream", "kernels\n"), ("display_data", None), ("stream", "CUDA API\n(top 8)\n"), ("display_data", None),
+        ("stream", "warn\n"), ("stream", "NVTX\n"), ("display_data", None), ("stream", "100%\nac\n")]
+    import nbval.plugin
+
+    assert nbval.plugin.coalesce_streams.__name__ == "coalesce_in_order"  # loading the hooks puts it in nbval's place

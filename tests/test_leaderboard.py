@@ -380,13 +380,14 @@ def _version_2(db: Path) -> bytes:
     lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
     con = sqlite3.connect(db)
     con.execute("DROP TABLE to_target")
+    con.execute("ALTER TABLE entries DROP COLUMN datasheet_mfu_pct")  # layout 5's
     # the ladder's table as layout 2 made it: no challenge, one row per name, configuration and device
     old = lb.store._schema(lb.LADDER).replace("entries", "entries_v2").replace(
         "    challenge TEXT NOT NULL,\n", "").replace("UNIQUE (name, configuration, device, challenge)",
                                                    "UNIQUE (name, configuration, device)")
     assert "challenge" not in old
     con.execute(old)
-    kept = ", ".join(["id", *lb.store._columns(lb.LADDER)[:-1]])
+    kept = ", ".join(["id", *(c for c in lb.store._columns(lb.LADDER)[:-1] if c != "datasheet_mfu_pct")])
     con.execute(f"INSERT INTO entries_v2 ({kept}) SELECT {kept} FROM entries")
     con.execute("DROP TABLE entries")
     con.execute("ALTER TABLE entries_v2 RENAME TO entries")
@@ -415,11 +416,54 @@ def test_a_file_of_the_earlier_layout_is_read_as_it_is_and_migrated_at_its_first
     assert lb.entries(path=db, kind="to_target").empty and [b.kind for b in lb.tables(path=db)] == ["ladder"]
     assert db.read_bytes() == before  # reading never writes
     added = lb.add(_tt_sealed(db), path=db)
-    assert added.outcome == "added" and _layout_of(db) == (4, {"entries", "to_target"})
+    assert added.outcome == "added" and _layout_of(db) == (lb.store._VERSION, {"entries", "to_target"})
     pd.testing.assert_frame_equal(lb.entries(path=db), ladder)  # the ladder's rows kept as they were
     assert list(ladder["challenge"]) == [lb.store.UNNAMED]  # named as judged before challenges were
     assert list(lb.entries(path=db, kind="to_target")["name"]) == ["Ada"]
     assert lb.add(_sealed(db, "another", _figures(1000.0)), path=db).outcome == "added"  # the ladder still takes runs
+
+
+def _version_4(db: Path) -> bytes:
+    """A file as layout 4 wrote it: both tables, challenges named, no MFU over the data sheet; a run in each."""
+    lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
+    lb.add(_tt_sealed(db, "Bo", _tt_figures(30.0)), path=db)
+    con = sqlite3.connect(db)
+    for table in ("entries", "to_target"):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN datasheet_mfu_pct")
+    con.execute("PRAGMA user_version = 4")
+    con.commit()
+    con.execute("VACUUM")
+    con.close()
+    return db.read_bytes()
+
+
+def test_a_file_of_layout_4_is_read_as_it_is_and_keeps_its_rows_when_it_gains_mfu_over_the_data_sheet(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    before = _version_4(db)
+    ladder, to_target = lb.entries(path=db), lb.entries(path=db, kind="to_target")
+    assert ladder["datasheet_mfu_pct"].isna().all() and to_target["datasheet_mfu_pct"].isna().all()
+    assert db.read_bytes() == before  # reading never writes
+    sheet = {**_figures(9500.0), "datasheet_mfu_pct": 100 * 9500.0 / CEILING * 0.8}
+    added = lb.add(_sealed(db, "sheet", sheet), path=db)
+    assert added.outcome == "added" and _layout_of(db)[0] == lb.store._VERSION == 5
+    after = lb.entries(path=db)
+    def kept(df):  # a row read back: an empty figure reads None from one layout and NaN beside a value
+        return df.drop(columns="rank").reset_index(drop=True).astype({"datasheet_mfu_pct": float})
+
+    pd.testing.assert_frame_equal(kept(after[after.name == "fused pool"]), kept(ladder))
+    pd.testing.assert_frame_equal(lb.entries(path=db, kind="to_target"), to_target)
+    board = lb.table("NVIDIA H100 80GB HBM3", path=db)
+    cols = list(board.columns)
+    assert cols[cols.index("mfu_pct") + 1] == "datasheet_mfu_pct"  # beside MFU over the measured ceiling
+    assert board.set_index("name").loc["sheet", "datasheet_mfu_pct"] == pytest.approx(sheet["datasheet_mfu_pct"])
+    assert "layout 4" in board.attrs["missing"]["datasheet_mfu_pct"]  # why the older row has none
+
+
+def test_mfu_over_the_data_sheet_is_a_percentage_a_run_can_reach(tmp_path):
+    db = tmp_path / "lb.sqlite"
+    with pytest.raises(lb.EntryRefused) as e:
+        lb.add(_sealed(db, figures={"datasheet_mfu_pct": 140.0}), path=db)
+    _refused(e, r"datasheet_mfu_pct=140 is outside what a run can measure")
 
 
 def test_a_migration_whose_write_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):

@@ -359,10 +359,12 @@ def test_the_target_records_only_its_steps_inside_the_capture_range(monkeypatch)
     made = []
     monkeypatch.setattr(nsys_target, "make_trainer", lambda **kw: made.append(kw) or Steps())
     assert nsys_target.main(["--steps", "2", "--batch", "4", "--image-size", "16"]) == 0
-    assert made == [{"batch": 4, "image_size": 16}]
+    assert made == [{"batch": 4, "image_size": 16, "run": "course"}]
+    assert nsys_target.main(["--steps", "1", "--run", "top"]) == 0
+    assert made[-1]["run"] == "top"
     inside = ["open step", "step", "close step"]
-    assert seen == ["step"] * nsys_target.WARMUP_STEPS + ["open profiled_steps", *inside, *inside,
-                                                           "close profiled_steps"]
+    first = ["step"] * nsys_target.WARMUP_STEPS + ["open profiled_steps", *inside, *inside, "close profiled_steps"]
+    assert seen[:len(first)] == first
     assert nsys.CAPTURE_RANGE == "profiled_steps"  # the range nsys's --nvtx-capture names
 
 
@@ -609,3 +611,75 @@ def test_the_real_nsys_records_nvtx_on_a_cpu_and_the_host_part_reads_it(tmp_path
     assert st.kernels == () and set(st.skipped) == {"kernels", "api"}
     line = nsys.availability_line(target, st, expected_kernels=0)
     assert line.startswith("nsys 2023.4.4.54 recorded 0 kernel launches") and "4 NVTX ranges" in line
+
+
+def test_the_final_challenges_baseline_and_top_rung_are_recorded_as_the_harness_builds_them(monkeypatch):
+    """``--run baseline`` and ``--run top``: the ladder's first and last rung at this machine's size of the
+    challenge (smoke here), with the challenge's image size and batch, on a few batches of its images."""
+    from helpers.challenge import ladder
+    from helpers.challenge.rules import Rules
+
+    rules = Rules.at_scale()
+    rungs = ladder.ladder(rules=rules)
+    base = nsys_target.make_trainer(batch=999, image_size=999, run="baseline")  # a rung brings its own
+    assert base.cfg.image_size == rules.image_size and base.cfg.batch_size == rungs[0].submission.config.batch_size
+    assert base.cfg.dtype == "fp32" and base.cfg.item_each_step and base.cfg.data == "memory"
+    assert base.cfg.dataset_size == base.cfg.batch_size * nsys_target._RUN_BATCHES  # a few batches, not 50,000
+    nsys_target.run_steps(base, steps=1)  # the classic loop's steps run (on a CPU, no range is recorded)
+    top = nsys_target.make_trainer(batch=4, image_size=16, run="top")
+    want = rules.fit(rungs[-1].submission.config)
+    assert (top.cfg.batch_size, top.cfg.compile, top.cfg.fused_optimizer, top.cfg.data) == (
+        want.batch_size, True, True, "gpu")
+    assert type(top.model.conv1).__name__ == "PaddedInputConv"  # built as the top rung builds it: conv1 padded
+    with pytest.raises(ValueError, match="'course', 'baseline', 'top'"):
+        nsys_target.make_trainer(batch=4, image_size=16, run="final")
+
+
+def test_a_rung_is_recorded_with_its_name_and_cuda_graphs_kernel_by_kernel_where_nsys_knows_how(only, tmp_path):
+    fake = tmp_path / "bin"
+    install_fake(fake, profile_help=NEW_PROFILE_HELP + "\n   --cuda-graph-trace=\n      graph or node\n")
+    only(fake)
+    rec = nsys.profile(steps=2, run="top", folder=tmp_path / "out")
+    argv = calls(fake)[-1]["argv"]
+    assert "--cuda-graph-trace=node" in argv and argv[-2:] == ["--run", "top"]
+    assert rec.command[rec.command.index("-m"):][-2:] == ("--run", "top")
+    with pytest.raises(ValueError, match="nsys records one of"):
+        nsys.profile(run="final", folder=tmp_path / "out")
+
+
+def test_two_recordings_read_side_by_side_per_step():
+    from helpers.nsys_stats import ApiRow, KernelRow, NsysStats, RangeRow, per_step
+
+    base = NsysStats(kernels=(KernelRow("void cudnn_conv", 10, 30.0, 0.75), KernelRow("elementwise", 10, 10.0, 0.25)),
+                     api=(ApiRow("cudaLaunchKernel", 40, 4.0, 0.2), ApiRow("cudaStreamSynchronize_v2", 10, 60.0, 0.7),
+                          ApiRow("cudaMemcpyAsync", 20, 2.0, 0.1)),
+                     ranges=(RangeRow("profiled_steps", 1, 101.0), RangeRow(":step", 5, 100.0)))
+    top = NsysStats(kernels=(KernelRow("triton_fused", 50, 9.0, 1.0),),
+                    api=(ApiRow("cudaGraphLaunch", 10, 0.5, 0.5), ApiRow("cuLaunchKernel", 5, 0.5, 0.5)),
+                    ranges=(RangeRow("step", 5, 10.0), RangeRow("profiled_steps", 1, 12.5)))
+    bare = NsysStats(kernels=(), api=(), ranges=())
+    t = per_step({"baseline": base, "top rung": top, "no steps": bare})
+    d = t.data
+    assert list(d.columns) == ["baseline", "top rung", "no steps"]
+    assert d.loc["host time inside the step, ms", "baseline"] == pytest.approx(20.0)
+    assert d.loc["wall time per step, ms", "baseline"] == pytest.approx(101.0 / 5)
+    assert d.loc["kernel time on the GPU, ms", "baseline"] == pytest.approx(8.0)
+    assert d.loc["GPU busy, % of the wall time", "baseline"] == pytest.approx(100 * 8.0 / (101.0 / 5))
+    # the host ran ahead of the GPU (its steps took 2 ms, the GPU's 1.8): the wall time is the capture's
+    assert d.loc["host time inside the step, ms", "top rung"] == pytest.approx(2.0)
+    assert d.loc["GPU busy, % of the wall time", "top rung"] == pytest.approx(100 * 1.8 / 2.5)
+    assert d.loc["kernels run on the GPU", "top rung"] == pytest.approx(10.0)
+    assert d.loc["kernel launches (CUDA API)", "baseline"] == pytest.approx(8.0)
+    assert d.loc["kernel launches (CUDA API)", "top rung"] == pytest.approx(1.0)  # cuLaunchKernel counts too
+    assert d.loc["CUDA graph launches (CUDA API)", "top rung"] == pytest.approx(2.0)
+    assert d.loc["synchronizing calls (CUDA API)", "baseline"] == pytest.approx(2.0)  # _v2 is the same call
+    assert d.loc["time in synchronizing calls, ms", "baseline"] == pytest.approx(12.0)
+    assert d.loc["copies (CUDA API)", "baseline"] == pytest.approx(4.0)
+    assert d["no steps"].isna().all()
+    assert any("no steps: no 'step' NVTX range" in n for n in t.notes)
+    no_capture = NsysStats(kernels=(), api=(), ranges=(RangeRow("step", 2, 4.0),))
+    t2 = per_step({"x": no_capture})
+    import pandas as pd
+
+    assert pd.isna(t2.data.loc["wall time per step, ms", "x"])
+    assert any("no 'profiled_steps' NVTX range" in n for n in t2.notes)

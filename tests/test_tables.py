@@ -185,7 +185,7 @@ def test_check_targets_reads_each_figure_in_its_unit():
 def test_leaderboard_says_why_a_cpu_entry_has_no_gpu_figures(tmp_path):
     assert set(leaderboard.WHY_MISSING) == set(leaderboard.OPTIONAL)  # every optional figure has its reason
     df = pd.DataFrame([{"rank": 1, "name": "a", "date": "2026-11-23", "img_per_s": 26.862949, "speedup": 1.0,
-                        "mfu_pct": 0.143880, "accuracy": 0.9, "peak_mem_gb": None, "nvml_util_pct": None,
+                        "mfu_pct": 0.143880, "datasheet_mfu_pct": None, "accuracy": 0.9, "peak_mem_gb": None, "nvml_util_pct": None,
                         "gpm_sm_pct": None, "speedup_bound": 10.291567, "baseline_img_per_s": 26.9,
                         "torch": "2.14.1", "device": "cpu"}])
     board = leaderboard._board(df)
@@ -197,7 +197,8 @@ def test_a_run_to_the_target_reads_its_time_images_and_why_a_cpu_has_no_mfu():
     assert set(leaderboard.WHY_MISSING_TO_TARGET) == set(leaderboard.TO_TARGET.optional)
     df = pd.DataFrame([{"rank": 1, "name": "Ada", "date": "2026-11-25", "time_to_target_s": 2.016732,
                         "train_s": 2.016732, "images": 49152.0, "img_per_s": 24372.3, "accuracy": 0.861,
-                        "target_accuracy": 0.78297, "ceiling_img_per_s": 1000.0, "mfu_pct": None, "peak_mem_gib": None,
+                        "target_accuracy": 0.78297, "ceiling_img_per_s": 1000.0, "mfu_pct": None, "datasheet_mfu_pct": None,
+                        "peak_mem_gib": None,
                         "nvml_util_pct": None, "gpm_sm_pct": None, "torch": "2.14.1", "device": "cpu"}])
     t = readable(leaderboard._board(df, "to_target"))
     assert unreadable_cells(t._repr_html_()) == []

@@ -154,7 +154,8 @@ class Verdict:
         return {"img_per_s": self.img_per_s, "speedup": self.speedup if self.speedup is not None else 1.0,
                 "mfu_pct": self.mfu_pct, "accuracy": self.accuracy, "peak_mem_gb": self.peak_mem_gb,
                 "nvml_util_pct": self.nvml_util_pct, "gpm_sm_pct": self.gpm_sm_pct,
-                "speedup_bound": self.speedup_bound, "baseline_img_per_s": self.baseline_img_per_s}
+                "speedup_bound": self.speedup_bound, "baseline_img_per_s": self.baseline_img_per_s,
+                "datasheet_mfu_pct": self.datasheet_mfu_pct if self.bounded else None}
 
     def entry(self, name: str | None = None, *, path: Path | str | None = None) -> leaderboard.Entry:
         """This run as a leaderboard entry, sealed for the file at ``path`` (``leaderboard.default_path()`` by
@@ -249,6 +250,7 @@ class _Raw:
     flops_per_image: float
     bounds: bool
     baseline: "_Raw | None" = None
+    datasheet_tflops: float | None = None  # the GPU data sheet's dense bf16 peak (None: none known, or a CPU)
 
     @property
     def img_per_s(self) -> float:
@@ -260,9 +262,11 @@ class _Raw:
         img = self.img_per_s
         base = self.baseline.img_per_s if self.baseline is not None else img
         ceiling = self.matmul_tflops * 1e12 / self.flops_per_image
+        sheet = (100 * img * self.flops_per_image / (self.datasheet_tflops * 1e12)
+                 if self.bounds and self.datasheet_tflops and math.isfinite(img) else None)
         return {"img_per_s": img, "speedup": img / base if self.baseline is not None else 1.0,
                 "mfu_pct": 100 * img / ceiling, "speedup_bound": ceiling / base if self.bounds else None,
-                "baseline_img_per_s": base}
+                "baseline_img_per_s": base, "datasheet_mfu_pct": sheet}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,7 +303,7 @@ def _raw(v: Verdict, session: Session, baseline: Verdict | None) -> _Raw | None:
         return None
     base = _RECORDED[baseline.token].raw if baseline is not None else None
     return _Raw(sum(r.images for r in v.train.records), v.train.wall_s, session.ceilings.matmul_tflops,
-                session.flops_per_image, session.ceilings.bounds, base)
+                session.flops_per_image, session.ceilings.bounds, base, session.ceilings.datasheet_tflops)
 
 
 def _record(v: Verdict, raw: _Raw | None, session: Session) -> Verdict:

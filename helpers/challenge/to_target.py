@@ -151,6 +151,7 @@ class TrainingVerdict:
         return {"time_to_target_s": self.time_to_target_s, "train_s": self.train_s, "images": self.images,
                 "img_per_s": self.img_per_s, "accuracy": self.accuracy, "target_accuracy": self.target,
                 "ceiling_img_per_s": session.ceiling_img_per_s, "mfu_pct": self.mfu_pct if self.bounded else None,
+                "datasheet_mfu_pct": self.datasheet_mfu_pct if self.bounded else None,
                 "peak_mem_gib": self.peak_mem_gib, "nvml_util_pct": self.nvml_util_pct, "gpm_sm_pct": self.gpm_sm_pct}
 
     def entry(self, name: str | None = None, *, session: Session, configuration: str = "",

@@ -27,6 +27,9 @@ from .. import results
 __all__ = ["REQUIRED", "OPTIONAL", "CHECKS", "NAME_MAX", "Kind", "KINDS", "LADDER", "TO_TARGET", "Entry",
            "EntryRefused", "configuration_of"]
 
+#: MFU as the PaLM paper counts it, beside the measured ceiling's: the same run over a figure that does not move.
+_SHEET = ("model FLOPs per second over the GPU data sheet's dense bf16 peak, in % (none where the course knows no "
+          "data sheet for the GPU, or on a CPU)")
 #: Figures every entry must carry, with the range a real run falls in (name → (lowest, highest, what it is)).
 REQUIRED: dict[str, tuple[float, float, str]] = {
     "img_per_s": (0.0, math.inf, "training images per second in steady state"),
@@ -41,6 +44,7 @@ OPTIONAL: dict[str, tuple[float, float, str]] = {
     "gpm_sm_pct": (0.0, 100.0, "GPM's SM activity in steady state, in %"),
     "speedup_bound": (0.0, math.inf, "the most a speed-up can be on this node: the ceiling over the baseline"),
     "baseline_img_per_s": (0.0, math.inf, "the same session's baseline"),
+    "datasheet_mfu_pct": (0.0, 100.0, _SHEET),
 }
 _POSITIVE = {"img_per_s", "speedup", "mfu_pct", "speedup_bound", "baseline_img_per_s"}  # more than zero in a run
 _NUMBER = (numbers.Real, decimal.Decimal)  # int, float, Fraction, numpy's scalars, Decimal: any real number
@@ -96,6 +100,7 @@ TO_TARGET = Kind(
     optional={
         "mfu_pct": (0.0, 100.0, "model FLOPs per second over the session's matmul ceiling, in % (none where that "
                                 "ceiling bounds nothing: a CPU)"),
+        "datasheet_mfu_pct": (0.0, 100.0, _SHEET),
         "peak_mem_gib": (0.0, math.inf, "peak GPU memory allocated by PyTorch, GiB (none on a CPU)"),
         "nvml_util_pct": (0.0, 100.0, "NVML's GPU utilisation during the timed call, in %"),
         "gpm_sm_pct": (0.0, 100.0, "GPM's SM activity during the timed call, in %"),

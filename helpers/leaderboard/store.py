@@ -32,9 +32,10 @@ __all__ = ["Added", "Board", "add", "entries", "table", "tables", "WHY_MISSING"]
 _HEADER = ("device", "driver", "torch", "cuda", "host_cpu", "date")
 # PRAGMA user_version of this layout: 2 sealed the ladder's entries, one row per name, configuration and device;
 # 3 added the learner's training, ranked by its time to the target, in a table of its own; 4 named the challenge each
-# run was judged on (Rules.challenge), and ranks a run only beside runs of the same challenge
-_VERSION = 4
-_OLDER = (2, 3)  # the layouts read as they are, and brought to this one at their first write
+# run was judged on (Rules.challenge), and ranks a run only beside runs of the same challenge; 5 keeps MFU over the GPU
+# data sheet's peak beside MFU over the measured ceiling (datasheet_mfu_pct: none in the rows written before)
+_VERSION = 5
+_OLDER = (2, 3, 4)  # the layouts read as they are, and brought to this one at their first write
 #: The challenge of a row written before challenges were named (a file of layout 2 or 3)
 UNNAMED = "judged before the leaderboard named the challenge"
 _COURSE = "the course's"  # how the name of each of the course's own challenges begins (Rules.challenge)
@@ -126,9 +127,9 @@ def _open(path: Path):
 
 def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
     """Whether the file holds this leaderboard's tables (made in a new, empty file when ``make``). A file of an older
-    layout (:data:`_OLDER`: 2, the ladder's table alone; 3, no challenge named) is read as it is and, when ``make``,
-    is brought to this one: the table of the learner's training made, each table's rows copied with the challenge
-    :data:`UNNAMED`. Inside the writer's transaction, so the migration and the row it was made for land together or
+    layout (:data:`_OLDER`: 2, the ladder's table alone; 3, no challenge named; 4, no MFU over the data sheet) is read
+    as it is and, when ``make``, is brought to this one: the table of the learner's training made, each table's rows
+    copied with the challenge :data:`UNNAMED` where they had none and no value for a figure they did not keep. Inside the writer's transaction, so the migration and the row it was made for land together or
     not at all. A file of another layout raises, and is left as it is."""
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
     version = con.execute("PRAGMA user_version").fetchone()[0]
@@ -157,25 +158,27 @@ def _layout(con: sqlite3.Connection, path: Path, *, make: bool) -> bool:
 
 
 def _migrate(con: sqlite3.Connection, kind: Kind, *, has: bool) -> None:
-    """``kind``'s table in this layout: made, or (``has``: a table of layout 2 or 3) made anew with every row copied,
-    its id kept and its challenge :data:`UNNAMED` (SQLite cannot change a table's UNIQUE constraint in place)."""
+    """``kind``'s table in this layout: made, or (``has``: a table of an older layout) made anew with every row
+    copied, its id kept, its challenge :data:`UNNAMED` where it had none and a figure it did not keep empty (SQLite
+    cannot change a table's UNIQUE constraint in place)."""
     table = _TABLE[kind.name]
     if not has:
         con.execute(_schema(kind))
         return
+    selected = _selected(con, kind, ["id", *_columns(kind)])
     old = f"{table}_before_v{_VERSION}"
     con.execute(f"ALTER TABLE {table} RENAME TO {old}")
     con.execute(_schema(kind))
-    kept = ["id", *_columns(kind)[:-1]]
-    con.execute(f"INSERT INTO {table} ({', '.join(kept)}, challenge) SELECT {', '.join(kept)}, ? FROM {old}",
-                (UNNAMED,))
+    con.execute(f"INSERT INTO {table} ({', '.join(['id', *_columns(kind)])}) SELECT {', '.join(selected)} FROM {old}")
     con.execute(f"DROP TABLE {old}")
 
 
-def _challenge_column(con: sqlite3.Connection, kind: Kind) -> str:
-    """What to select as a row's challenge: the column, or :data:`UNNAMED` in a table of an older layout."""
+def _selected(con: sqlite3.Connection, kind: Kind, columns: list[str]) -> list[str]:
+    """What to select for each of ``columns`` in ``kind``'s table: the column, or in a table of an older layout
+    :data:`UNNAMED` for a challenge it did not name and NULL for a figure it did not keep."""
     names = {r[1] for r in con.execute(f"PRAGMA table_info({_TABLE[kind.name]})").fetchall()}
-    return "challenge" if "challenge" in names else f"'{UNNAMED}' AS challenge"
+    return [c if c in names else f"'{UNNAMED}' AS challenge" if c == "challenge" else f"NULL AS {c}"
+            for c in columns]
 
 
 def _has(con: sqlite3.Connection, kind: Kind) -> bool:
@@ -317,7 +320,7 @@ def entries(*, path: Path | str | None = None, device: str | None = None,
         # learner's training: nothing of that kind yet
         if not _layout(con, path, make=False) or not _has(con, board):
             return pd.DataFrame(columns=["rank", *columns])
-        selected = [_challenge_column(con, board) if c == "challenge" else c for c in columns]
+        selected = _selected(con, board, columns)
         query, args = f"SELECT {', '.join(selected)} FROM {_TABLE[board.name]}", ()
         if device is not None:
             query, args = query + " WHERE device = ?", (device,)
@@ -340,9 +343,12 @@ def _kind(kind: str) -> Kind:
 #: Why an entry has no value for an optional figure (``tables.readable`` shows it under the table): the ladder's.
 WHY_MISSING = {"peak_mem_gb": "no GPU allocator on a CPU", "nvml_util_pct": "no NVIDIA driver on a CPU",
                "gpm_sm_pct": "no GPM on this GPU (it needs Hopper or newer) or no NVIDIA driver",
-               "speedup_bound": "the entry was ranked without it", "baseline_img_per_s": "the entry was ranked without it"}
+               "speedup_bound": "the entry was ranked without it", "baseline_img_per_s": "the entry was ranked without it",
+               "datasheet_mfu_pct": "no data sheet figure known for this GPU, or ranked before the leaderboard kept "
+                                    "it (layout 4 and earlier)"}
 #: The same for the learner's training to the target.
 WHY_MISSING_TO_TARGET = {"mfu_pct": "MFU is not meaningful on a CPU (its measured ceiling bounds nothing)",
+                         "datasheet_mfu_pct": WHY_MISSING["datasheet_mfu_pct"],
                          "peak_mem_gib": WHY_MISSING["peak_mem_gb"], "nvml_util_pct": WHY_MISSING["nvml_util_pct"],
                          "gpm_sm_pct": WHY_MISSING["gpm_sm_pct"]}
 
@@ -364,11 +370,15 @@ def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
 
     if kind == "to_target":
         out = df[["rank", "name", "date", "time_to_target_s", "accuracy", "target_accuracy", "images", "img_per_s",
-                  "mfu_pct", "peak_mem_gib", "nvml_util_pct", "gpm_sm_pct", "torch"]].set_index("rank")
+                  "mfu_pct", "datasheet_mfu_pct", "peak_mem_gib", "nvml_util_pct", "gpm_sm_pct",
+                  "torch"]].set_index("rank")
         out = out.assign(images=pd.to_numeric(out["images"]).round().astype("Int64"))  # counted, shown whole
         out.attrs["missing"] = dict(WHY_MISSING_TO_TARGET)
         return out
-    out = df[["rank", "name", "date", *LADDER.required, *LADDER.optional, "torch"]].set_index("rank")
+    # MFU over the data sheet's peak stands beside MFU over the measured ceiling: the same run over both
+    order = [c for c in (*LADDER.required, *LADDER.optional) if c != "datasheet_mfu_pct"]
+    order.insert(order.index("mfu_pct") + 1, "datasheet_mfu_pct")
+    out = df[["rank", "name", "date", *order, "torch"]].set_index("rank")
     # shown in GiB, as every notebook gives memory (the entries keep GB: their seal covers the figure as sealed)
     gib = pd.to_numeric(out["peak_mem_gb"], errors="coerce") * 1e9 / 2**30
     out.insert(list(out.columns).index("peak_mem_gb"), "peak_mem_gib", gib)
@@ -378,6 +388,7 @@ def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
     if on_cpu.any():  # kept in the entry (its seal covers it), not shown: a CPU's ceiling bounds nothing
         out["mfu_pct"] = pd.to_numeric(out["mfu_pct"], errors="coerce").where(~on_cpu)
         out.attrs["missing"]["mfu_pct"] = WHY_MISSING_TO_TARGET["mfu_pct"]
+        out["datasheet_mfu_pct"] = pd.to_numeric(out["datasheet_mfu_pct"], errors="coerce").where(~on_cpu)
     return out
 
 
