@@ -105,3 +105,37 @@ def test_the_figures_and_the_sentences_come_from_the_measurement(monkeypatch):
     cpu = sharded_speed.measure_speed(2, variants=("ddp", "zero"))
     assert sharded_speed.figures(cpu) == {} and "GiB" not in sharded_speed.reading(cpu)
     assert "(about the same)" in sharded_speed.reading(cpu)  # 1.05× slower within a spread of 50%
+
+
+def test_on_gpus_the_variants_run_twice_in_turn_and_the_second_round_is_measured(monkeypatch):
+    from helpers.gpt import sharded
+
+    calls, reported = [], []
+    monkeypatch.setattr(sharded, "report", reported.append)
+    monkeypatch.setattr(sharded.dist, "barrier", lambda: None)
+    monkeypatch.setattr(sharded, "shutdown", lambda: None)
+
+    def run_one(variant):
+        calls.append(variant)
+        if variant == "zero":
+            raise RuntimeError("no fused AdamW here\nsecond line")
+        return {"variant": variant, "round": calls.count(variant)}
+
+    sharded.run_variants(("ddp", "zero", "fsdp2"), run_one, rank=0, rounds=2)
+    # in turn, twice; a variant that failed is said once and not run again
+    assert calls == ["ddp", "zero", "fsdp2", "ddp", "fsdp2"]
+    assert reported == [{"variant": "zero", "rank": 0, "error": "RuntimeError: no fused AdamW here"},
+                        {"variant": "ddp", "round": 2}, {"variant": "fsdp2", "round": 2}]
+
+    seen = {}
+    _fake(monkeypatch, [_line("ddp", 0, [10]), _line("ddp", 1, [10])], seen)
+    cpu = sharded_speed.measure_speed(2, variants=("ddp",))
+    args = list(seen["spec"].args)
+    assert args[args.index("--rounds") + 1] == "1" and cpu.rounds == 1  # gloo ranks time no figure: one round
+    two = sharded_speed.measure_speed(2, variants=("ddp",), rounds=2)
+    args = list(seen["spec"].args)
+    assert args[args.index("--rounds") + 1] == "2" and two.rounds == 2
+    assert "ran 2 times in turn and the last round was timed" in sharded_speed.reading(two)
+    assert "in turn" not in sharded_speed.reading(cpu)
+    with pytest.raises(ValueError, match="each variant runs once at least"):
+        sharded_speed.measure_speed(2, rounds=0)

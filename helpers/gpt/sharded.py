@@ -155,17 +155,28 @@ def by_variant(results, variants, row) -> list[tuple[str, tuple, str | None]]:
     return out
 
 
-def run_variants(variants, run_one: Callable[[str], dict], rank: int) -> None:
+def run_variants(variants, run_one: Callable[[str], dict], rank: int, *, rounds: int = 1) -> None:
     """The worker's loop: each variant run and reported, or its error reported in one line (one variant that
-    cannot run here must not stop the others), the ranks meeting after each; the process group ended at last."""
+    cannot run here must not stop the others), the ranks meeting after each; the process group ended at last.
+    ``rounds``: the variants run that many times in turn (ddp, zero, fsdp2, ddp, zero, fsdp2) and only the last
+    round is reported: the first absorbs what a fresh process pays once (NCCL's connections, the GPU's clocks
+    rising), which would otherwise fall on whichever variant ran first. A variant that failed is not run again."""
+    failed: set[str] = set()
     try:
-        for variant in variants:
-            try:
-                report(run_one(variant))
-            except Exception as exc:  # noqa: BLE001 -- said in one line, and the next variant runs
-                said = (str(exc).strip().splitlines() or [""])[0][:300]
-                report({"variant": variant, "rank": rank, "error": f"{type(exc).__name__}: {said}"})
-            dist.barrier()
+        for round_ in range(rounds):
+            last = round_ == rounds - 1
+            for variant in variants:
+                if variant in failed:
+                    continue
+                try:
+                    out = run_one(variant)
+                    if last:
+                        report(out)
+                except Exception as exc:  # noqa: BLE001 -- said in one line, and the next variant runs
+                    said = (str(exc).strip().splitlines() or [""])[0][:300]
+                    report({"variant": variant, "rank": rank, "error": f"{type(exc).__name__}: {said}"})
+                    failed.add(variant)
+                dist.barrier()
     finally:
         shutdown()
 

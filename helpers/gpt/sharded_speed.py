@@ -10,7 +10,10 @@ Each variant (:data:`VARIANTS`, as in :mod:`helpers.gpt.sharded`) trains the sam
 same batches, each rank on its own ``batch`` sequences: ``warmup`` untimed steps (the allocator, cuDNN and NCCL's
 buffers settle there), then ``steps`` steps, each timed on every rank (CUDA events around the step on a GPU,
 ``perf_counter`` on a CPU). The ranks wait for each other in every collective, so a step takes as long as its slowest
-rank: the step's time is the largest over the ranks, and tokens/s is every rank's tokens over its median.
+rank: the step's time is the largest over the ranks, and tokens/s is every rank's tokens over its median. On GPUs the
+variants run in two rounds, in turn, and the second is timed: in one round, the variant that ran first took the
+machine's warm-up (2 × H200, 2026-11-28: DDP first, its steps 13.6% apart, and ZeRO-1 read 1.16× DDP; two later runs,
+0.94× and 0.95×).
 
 Every variant computes the same arithmetic, so that only the sharding differs: bf16 autocast on a GPU with bf16
 (fp32 elsewhere), fp32 weights, fp32 gradients reduced in fp32, ``scaled_dot_product_attention``, AdamW fused on a
@@ -107,6 +110,7 @@ class SpeedResult:
     seq_len: int
     variants: tuple[VariantSpeed, ...]
     wall_s: float
+    rounds: int = 1  # each variant ran this many times in turn; the last round is the one measured
 
     def variant(self, name: str) -> VariantSpeed:
         return variant_named(self.variants, name)
@@ -140,10 +144,13 @@ class SpeedResult:
 
 def measure_speed(nproc: int = 2, *, cfg: GPTConfig | None = None, variants: tuple[str, ...] = VARIANTS,
                   batch_per_rank: int = 8, seq_len: int | None = None, warmup: int = 3, steps: int = 10,
-                  timeout_s: float = 300.0, on_line: Callable[[str], None] | None = None) -> SpeedResult:
+                  rounds: int | None = None, timeout_s: float = 300.0,
+                  on_line: Callable[[str], None] | None = None) -> SpeedResult:
     """Launch ``nproc`` ranks with ``torchrun`` (one per GPU where there are that many, else gloo on the CPU) and
-    collect each variant's timings. ``cfg``: GPT-2 small by default. A variant that fails on every rank comes back
-    with its ``error``; a launch that fails as a whole raises with the failing rank's own words."""
+    collect each variant's timings. ``cfg``: GPT-2 small by default. ``rounds``: how many times each variant runs,
+    in turn, the last round measured (default: 2 on GPUs, where the first round warms the machine up; 1 on gloo
+    ranks, which time no figure). A variant that fails on every rank comes back with its ``error``; a launch that
+    fails as a whole raises with the failing rank's own words."""
     cfg = cfg or GPTConfig.full()
     unknown = set(variants) - set(VARIANTS)
     if unknown or not variants:
@@ -151,10 +158,14 @@ def measure_speed(nproc: int = 2, *, cfg: GPTConfig | None = None, variants: tup
     if batch_per_rank < 1 or warmup < 0 or steps < 1:
         raise ValueError(f"batch_per_rank={batch_per_rank}, warmup={warmup}, steps={steps}: give at least one "
                          "sequence per rank, no negative warm-up, and one timed step or more.")
+    if rounds is None:
+        rounds = 2 if torch.cuda.is_available() and torch.cuda.device_count() >= nproc else 1
+    if rounds < 1:
+        raise ValueError(f"rounds={rounds}: each variant runs once at least (the last round is measured).")
     seq = seq_len or cfg.block_size
     args = ["--variants", ",".join(variants), "--batch", str(batch_per_rank), "--seq-len", str(seq),
             "--warmup", str(warmup), "--steps", str(steps), "--config", json.dumps(dataclasses.asdict(cfg)),
-            "--timeout-s", str(max(30.0, timeout_s / 2))]
+            "--timeout-s", str(max(30.0, timeout_s / 2)), "--rounds", str(rounds)]
     res = launch(LaunchSpec(nproc_per_node=nproc, module="helpers.gpt.sharded_speed", args=tuple(args),
                             timeout_s=timeout_s), on_line=on_line)
     if not res.ok:
@@ -163,7 +174,7 @@ def measure_speed(nproc: int = 2, *, cfg: GPTConfig | None = None, variants: tup
                         error=error or (None if ranks else "no rank reported"))
            for name, ranks, error in by_variant(res.results, variants, RankSpeed)]
     return SpeedResult(nproc=nproc, cfg=cfg, batch_per_rank=batch_per_rank, seq_len=seq, variants=tuple(out),
-                       wall_s=res.wall_s)
+                       wall_s=res.wall_s, rounds=rounds)
 
 
 def figures(r: SpeedResult) -> dict[str, float]:
@@ -200,6 +211,9 @@ def reading(r: SpeedResult) -> str:
         verdict = "about the same" if abs(x - 1) <= noise else ("faster" if x > 1 else "slower")
         said.append(f"{v.name} {x:.2f}× DDP ({verdict})")
     text = "; ".join(said) + "."
+    if r.rounds > 1:
+        text += (f" Each variant ran {r.rounds} times in turn and the last round was timed: the first took the "
+                 "machine's warm-up, whichever variant it fell on.")
     if ddp.ranks[0].backend == "nccl":
         peaks = ", ".join(f"{v.name.split(' (')[0]} {v.peak_gib:.1f} GiB" for v in ran.values())
         text += f" The fullest rank's peak: {peaks}."
@@ -285,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10, help="timed steps")
     ap.add_argument("--config", default=None, help="GPTConfig fields as JSON (default: GPTConfig.full())")
     ap.add_argument("--timeout-s", type=float, default=120.0, help="how long a collective may wait for a peer")
+    ap.add_argument("--rounds", type=int, default=1, help="times each variant runs in turn; the last is reported")
     args = ap.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants or set(variants) - set(VARIANTS):
@@ -309,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          device=dev)
     batches = [next(it) for _ in range(args.warmup + args.steps)]  # this rank's own, drawn before any clock starts
     run_variants(variants, lambda variant: _run(variant, cfg, batches, args.warmup, dev, low, rank, world, backend),
-                 rank)
+                 rank, rounds=max(1, args.rounds))
     return 0
 
 
