@@ -401,8 +401,9 @@ def test_the_real_2023_4_help_gives_its_version_flags_and_report_names(only, tmp
     # every flag the course's command gives is one this version's help describes
     cmd = nsys.command(tool, output="x", steps=1, batch=2, image_size=16)
     flags = {a.split("=", 1)[0] for a in cmd[2:cmd.index(sys.executable)]}
-    assert flags == {"--trace", "--sample", "--cpuctxsw", "--capture-range", "--nvtx-capture", "--capture-range-end",
-                     "--output", "--force-overwrite"}
+    assert flags == {"--trace", "--sample", "--cpuctxsw", "--cuda-graph-trace", "--capture-range", "--nvtx-capture",
+                     "--capture-range-end", "--output", "--force-overwrite"}
+    assert "--cuda-graph-trace=node" in cmd  # a run replayed as CUDA graphs recorded kernel by kernel
     assert all(f"{flag}=" in tool.profile_help for flag in flags)
     # its stats help knows --force-export, so a stale .sqlite beside a report is never read for it
     rep = tmp_path / "steps.nsys-rep"
