@@ -29,11 +29,16 @@ __all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats", "per_s
 STEP_RANGE = "step"
 CAPTURE_RANGE = "profiled_steps"
 #: CUDA API calls by what they do (a call's name, its ``_v2``/``_ptsz`` suffixes and ``cu``/``cuda`` prefix aside).
+#: ``cudaLaunchKernelExC_v11060`` is a kernel launch (CUDA 11.6's extensible one, which PyTorch's own kernels use).
+#: A copy to the host waits for the GPU too (``loss.item()`` is a ``cudaMemcpyAsync`` and a stream sync): it counts
+#: among the copies, not the synchronizing calls.
 API_KINDS = {
-    "kernel launches": ("LaunchKernel", "LaunchKernelEx", "LaunchCooperativeKernel"),
+    "kernel launches": ("LaunchKernel", "LaunchKernelEx", "LaunchKernelExC", "LaunchCooperativeKernel"),
     "CUDA graph launches": ("GraphLaunch",),
     "synchronizing calls": ("StreamSynchronize", "DeviceSynchronize", "EventSynchronize", "StreamWaitEvent"),
-    "copies": ("Memcpy", "MemcpyAsync", "Memcpy2DAsync", "MemsetAsync", "Memset"),
+    "copies": ("Memcpy", "MemcpyAsync", "Memcpy2D", "Memcpy2DAsync", "MemcpyHtoD", "MemcpyDtoH", "MemcpyDtoD",
+               "MemcpyHtoDAsync", "MemcpyDtoHAsync", "MemcpyDtoDAsync"),
+    "memory sets": ("Memset", "MemsetAsync", "MemsetD8", "MemsetD32", "MemsetD8Async", "MemsetD32Async"),
 }
 
 _TIME_SCALE_MS = {"ns": 1e-6, "nsec": 1e-6, "us": 1e-3, "µs": 1e-3, "usec": 1e-3, "ms": 1.0, "msec": 1.0,
@@ -258,6 +263,10 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
                                                       if _api_kind(r.name) == "synchronizing calls") / n if n else None)
         col["CUDA API calls in all"] = st.api_call_count / n if n else None
         rows[name] = col
+    if rows and any(col["synchronizing calls (CUDA API)"] for col in rows.values()):
+        notes.append("the synchronizing calls include the one that closes each recording, after its last step (it "
+                     "waits for the GPU to finish that step): a run that never waits inside a step still shows one "
+                     "such call over its steps, and that call's wait")
     df = pd.DataFrame(rows)
     df.index.name = "per step"
     t = tables.readable(df, formats={c: "sig" for c in df.columns})

@@ -33,6 +33,10 @@ KIND_COLORS = {"convolution": "#1f77b4", "GEMM": "#d62728", "elementwise": "#2ca
 _MORE_COLORS = ["#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f"]  # kinds not in the map, in order of name
 
 
+#: A dtype's short name, for a subtitle that must fit one line.
+_SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tf32": "tf32"}
+
+
 def kind_colors(kinds) -> dict[str, str]:
     """A colour for each of ``kinds``: :data:`KIND_COLORS`' own, then the spare colours in order of name, so every
     roofline (the notebooks' plotly ones, the challenge report's SVG one) colours a kind alike."""
@@ -306,8 +310,9 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
             hovertemplate="%{hovertext}<extra></extra>"))
     fig.update_layout(
-        title=title or f"Roofline of {ceil.device_name}<br><sup>{ceil.matmul_rate} ({ceil.matmul_dtype} matmul), "
-                       f"{ceil.copy_gb_per_s:,.0f} GB/s (copy), both measured here</sup>",
+        title=title or f"Roofline of {ceil.device_name}<br><sup>{ceil.matmul_rate} "
+                       f"{_SHORT_DTYPE.get(ceil.matmul_dtype, ceil.matmul_dtype)} matmul, "
+                       f"{ceil.copy_gb_per_s:,.0f} GB/s copy, measured {'this session' if ceil.reused else 'now'}</sup>",
         xaxis=dict(type="log", title="arithmetic intensity (FLOP per byte moved)",
                    range=[math.log10(lo), math.log10(hi)]),
         yaxis=dict(type="log", title=unit, range=[math.log10(y_lo), math.log10(y_hi)]), height=480)

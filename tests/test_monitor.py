@@ -241,3 +241,16 @@ def test_a_closed_phases_rate_is_its_images_over_its_time_not_over_when_the_host
                         phases=phases)
     assert rec.summary(phase="measured").img_per_s == pytest.approx(100.0)
     assert rec.summary().img_per_s == pytest.approx(900 / 6.09)  # no phase: the host's times are all there is
+
+
+def test_a_measured_phases_energy_and_energy_per_image_divide_into_each_other():
+    from helpers.monitor.record import MonitorRecord
+
+    # 400 W; the timed phase runs 1.0 s to 3.0 s and trains 3 x 256 images; samples every 0.5 s (the edges missed)
+    samples = [{"t_s": t, "util_pct": 90, "energy_j": 1000 + 400 * t} for t in (0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3.25)]
+    steps = [{"t_s": 1.5, "images": 256}, {"t_s": 2.0, "images": 256}, {"t_s": 2.9, "images": 256}]
+    phases = [{"name": "run: timed", "start_s": 1.0, "end_s": 3.0}]
+    s = MonitorRecord("nvml", [0], 0.5, samples=samples, steps=steps, phases=phases).summary(phase="run: timed")
+    assert s.img_per_s == pytest.approx(768 / 2.0)
+    assert s.energy_j == pytest.approx(400 * 2.0)  # the board's power over the phase's whole 2 s, not its samples' 1 s
+    assert s.j_per_image == pytest.approx(s.energy_j / 768)  # every image the phase trained, as img/s counts them

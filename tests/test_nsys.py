@@ -653,7 +653,8 @@ def test_two_recordings_read_side_by_side_per_step():
 
     base = NsysStats(kernels=(KernelRow("void cudnn_conv", 10, 30.0, 0.75), KernelRow("elementwise", 10, 10.0, 0.25)),
                      api=(ApiRow("cudaLaunchKernel", 40, 4.0, 0.2), ApiRow("cudaStreamSynchronize_v2", 10, 60.0, 0.7),
-                          ApiRow("cudaMemcpyAsync", 20, 2.0, 0.1)),
+                          ApiRow("cudaMemcpyAsync", 20, 2.0, 0.1), ApiRow("cudaLaunchKernelExC_v11060", 15, 1.0, 0.05),
+                          ApiRow("cudaMemsetAsync", 5, 0.1, 0.01)),
                      ranges=(RangeRow("profiled_steps", 1, 101.0), RangeRow(":step", 5, 100.0)))
     top = NsysStats(kernels=(KernelRow("triton_fused", 50, 9.0, 1.0),),
                     api=(ApiRow("cudaGraphLaunch", 10, 0.5, 0.5), ApiRow("cuLaunchKernel", 5, 0.5, 0.5)),
@@ -670,7 +671,8 @@ def test_two_recordings_read_side_by_side_per_step():
     assert d.loc["host time inside the step, ms", "top rung"] == pytest.approx(2.0)
     assert d.loc["GPU busy, % of the wall time", "top rung"] == pytest.approx(100 * 1.8 / 2.5)
     assert d.loc["kernels run on the GPU", "top rung"] == pytest.approx(10.0)
-    assert d.loc["kernel launches (CUDA API)", "baseline"] == pytest.approx(8.0)
+    assert d.loc["kernel launches (CUDA API)", "baseline"] == pytest.approx(11.0)  # cudaLaunchKernelExC_v11060 too
+    assert d.loc["memory sets (CUDA API)", "baseline"] == pytest.approx(1.0)  # not among the copies
     assert d.loc["kernel launches (CUDA API)", "top rung"] == pytest.approx(1.0)  # cuLaunchKernel counts too
     assert d.loc["CUDA graph launches (CUDA API)", "top rung"] == pytest.approx(2.0)
     assert d.loc["synchronizing calls (CUDA API)", "baseline"] == pytest.approx(2.0)  # _v2 is the same call
@@ -678,6 +680,7 @@ def test_two_recordings_read_side_by_side_per_step():
     assert d.loc["copies (CUDA API)", "baseline"] == pytest.approx(4.0)
     assert d["no steps"].isna().all()
     assert any("no steps: no 'step' NVTX range" in n for n in t.notes)
+    assert any("the one that closes each recording" in n for n in t.notes)
     no_capture = NsysStats(kernels=(), api=(), ranges=(RangeRow("step", 2, 4.0),))
     t2 = per_step({"x": no_capture})
     import pandas as pd

@@ -46,7 +46,8 @@ class MonitorSummary:
     steps: int
     unsupported: tuple[str, ...] = ()
     # the board's energy over the window (NVML's energy counter, last sample less the first), and per image over
-    # the steps' span; None without the counter (before Volta, a CPU) or without steps
+    # the steps' span; over a measured phase, its mean power times its time, and that over all its images (so the
+    # two divide into each other); None without the counter (before Volta, a CPU) or without steps
     energy_j: float | None = None
     j_per_image: float | None = None
     # what lowered the clocks in the busy samples that were slowed (NVML's clock-event reasons), most frequent first
@@ -217,14 +218,14 @@ class MonitorRecord:
             steps = [s for s in steps if inside(s["t_s"])]
             closed = all(math.isfinite(b) for _a, b in spans)
         get = lambda key: [s.get(key) for s in samples]  # noqa: E731
-        img_per_s = None
+        img_per_s, phase_s = None, 0.0
         if phase is not None and closed and steps:
             # every image of the phases over their time: a measured phase opens after a sync and closes after one,
             # as the Trainer's clock does. The steps' own times are when the host queued them: an asynchronous loop
             # queues its last steps well before the GPU runs them, and images over those times read 6% above what
             # the GPU trained (02, 5,006 against the step's own ceiling of 4,856 img/s, one H100, 2026-11-27)
-            total = sum(b - a for a, b in spans)
-            img_per_s = sum(s["images"] for s in steps) / total if total > 0 else None
+            phase_s = sum(b - a for a, b in spans)
+            img_per_s = sum(s["images"] for s in steps) / phase_s if phase_s > 0 else None
         if self.source == "nvml":
             util, mem = get("util_pct"), get("mem_used_gib")
         else:
@@ -237,6 +238,10 @@ class MonitorRecord:
         span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
         totals = [t for t in get("mem_total_gib") if t is not None]
         energy_j, j_per_image = _energy(samples, steps, images, span)
+        if img_per_s is not None and energy_j is not None:
+            # a measured phase: the board's mean power over it times its time, over every image it trained, as its
+            # img/s counts them; so the total and the per-image figure printed beside it divide into each other
+            energy_j, j_per_image = _phase_energy(samples, phase_s, sum(s["images"] for s in steps))
         counts: dict[str, int] = {}
         for s in slow:
             for name in decode_clock_reasons(int(s["clock_reasons"]) & SLOWDOWN_BITS):
@@ -281,6 +286,21 @@ def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: 
             watts.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))
     per_image = sum(watts) * span / images if watts and len(watts) == len(by_gpu) and images and span > 0 else None
     return (sum(total) if total else None), per_image
+
+
+def _phase_energy(samples: list[dict[str, Any]], seconds: float, images: int) -> tuple[float | None, float | None]:
+    """(joules, joules per image) over a measured phase of ``seconds`` that trained ``images``: each board's mean
+    power over the phase's samples, summed over the boards, times the phase's time; (None, None) where a board has
+    fewer than two samples in it."""
+    by_gpu: dict[Any, list[tuple[float, float]]] = {}
+    for s in samples:
+        if s.get("energy_j") is not None:
+            by_gpu.setdefault(s.get("gpu"), []).append((s["t_s"], s["energy_j"]))
+    watts = [(e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]) for e in by_gpu.values() if len(e) > 1 and e[-1][0] > e[0][0]]
+    if not watts or len(watts) != len(by_gpu) or seconds <= 0:
+        return None, None
+    joules = sum(watts) * seconds
+    return joules, (joules / images if images else None)
 
 
 def load_record(name: str, *, directory: str | Path | None = None) -> MonitorRecord:
