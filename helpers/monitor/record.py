@@ -269,14 +269,20 @@ class MonitorRecord:
         )
 
 
-def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int,
-            span: float) -> tuple[float | None, float | None]:
-    """(joules over the samples, joules per image over the steps' span) from each GPU's energy counter, summed over
-    the GPUs (a DDP run's ranks each have a board); (None, None) without the counter."""
+def _energy_by_gpu(samples: list[dict[str, Any]]) -> dict[Any, list[tuple[float, float]]]:
+    """Each board's (t_s, energy counter) samples, by GPU (a DDP run's ranks each have a board)."""
     by_gpu: dict[Any, list[tuple[float, float]]] = {}
     for s in samples:
         if s.get("energy_j") is not None:
             by_gpu.setdefault(s.get("gpu"), []).append((s["t_s"], s["energy_j"]))
+    return by_gpu
+
+
+def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int,
+            span: float) -> tuple[float | None, float | None]:
+    """(joules over the samples, joules per image over the steps' span) from each GPU's energy counter, summed over
+    the GPUs (a DDP run's ranks each have a board); (None, None) without the counter."""
+    by_gpu = _energy_by_gpu(samples)
     total = [e[-1][1] - e[0][1] for e in by_gpu.values() if len(e) > 1]
     watts = []
     for e in by_gpu.values():
@@ -292,10 +298,7 @@ def _phase_energy(samples: list[dict[str, Any]], seconds: float, images: int) ->
     """(joules, joules per image) over a measured phase of ``seconds`` that trained ``images``: each board's mean
     power over the phase's samples, summed over the boards, times the phase's time; (None, None) where a board has
     fewer than two samples in it."""
-    by_gpu: dict[Any, list[tuple[float, float]]] = {}
-    for s in samples:
-        if s.get("energy_j") is not None:
-            by_gpu.setdefault(s.get("gpu"), []).append((s["t_s"], s["energy_j"]))
+    by_gpu = _energy_by_gpu(samples)
     watts = [(e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]) for e in by_gpu.values() if len(e) > 1 and e[-1][0] > e[0][0]]
     if not watts or len(watts) != len(by_gpu) or seconds <= 0:
         return None, None
