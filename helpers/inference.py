@@ -133,6 +133,24 @@ class ServingSweep:
                 "slowest hundredth of them")
         return dataclasses.replace(t, notes=(*t.notes, note))
 
+    def p99_basis(self) -> str:
+        """How many slow calls the p99s rest on, from the calls each point took (the points with the fewest say the
+        least): ``8 of the 25 points took 200 calls, so each of their p99s is passed by only 2 calls; the others
+        took more, up to 2,000``. "" with no points."""
+        if not self.points:
+            return ""
+        counts = [p.samples for p in self.points]
+        fewest, most = min(counts), max(counts)
+        above = fewest - math.ceil(0.99 * fewest)  # the calls slower than a p99 of `fewest` (percentile's rank)
+        calls = f"{above} call{'s' if above != 1 else ''}"
+        if fewest == most:
+            return f"every point took {fewest:,} calls, so each p99 is passed by only {calls}"
+        n = counts.count(fewest)
+        who = (f"{n} of the {len(counts)} points took {fewest:,} calls, so each of their p99s is passed by only "
+               f"{calls}" if n > 1 else f"1 of the {len(counts)} points took {fewest:,} calls, so its p99 is passed "
+               f"by only {calls}")
+        return f"{who}; the others took more, up to {most:,}"
+
     @property
     def wrong(self) -> list[LatencyPoint]:
         """Points whose logits are further from eager fp32's than their precision allows (none, if it works)."""

@@ -220,7 +220,7 @@ def best_spec(df: "pandas.DataFrame", *, batch_size: int | None = None,  # noqa:
 
 def pinning_reading(df: "pandas.DataFrame") -> str:  # noqa: F821
     """What pinning did in a :func:`grid`: pinned ÷ pageable in each batch × workers cell, the median over batch
-    sizes with no workers and with the most, and the cells where pinning was slower. A cell a time box cut short
+    sizes at each worker count of the grid, and the cells where pinning was slower. A cell a time box cut short
     has no pair: it is left out, and a median with nothing to take reads "not measured" (never "nan%").
 
         print(loaders.pinning_reading(grid_df))
@@ -229,14 +229,15 @@ def pinning_reading(df: "pandas.DataFrame") -> str:  # noqa: F821
     if True not in pairs.columns or False not in pairs.columns:
         return "pinning: not measured (the grid's time box ended before a cell was measured both ways)"
     gain = (pairs[True] / pairs[False] - 1).dropna()
-    most = int(df.num_workers.max())
 
     def median_at(workers: int) -> str:
         g = gain[gain.index.get_level_values("num_workers") == workers]
         return f"{g.median():+.0%}" if len(g) else "not measured (the grid's time box cut it short)"
 
-    lines = [f"pinning, median over batch sizes of pinned ÷ pageable: {median_at(0)} with 0 workers, "
-             f"{median_at(most)} with {most} workers"]
+    # every worker count the grid has, not only its two ends: pinning can gain in the middle and lose at both
+    counts = sorted(int(w) for w in df.num_workers.unique())
+    lines = ["pinning, median over batch sizes of pinned ÷ pageable: "
+             + ", ".join(f"{median_at(w)} with {w} worker{'' if w == 1 else 's'}" for w in counts)]
     if len(gain):
         (worst_b, worst_w), worst = gain.idxmin(), gain.min()
         lines.append(f"pinning was slower in {int((gain < 0).sum())} of the grid's {len(gain)} batch × workers cells "

@@ -42,13 +42,13 @@ __all__ = [
 ]
 
 #: "GPU, earlier": GPU work launched before the profiled steps and still running in them (a row only where some is)
-_TIMELINE_ORDER = ("annotations", "CPU ops", "CUDA API", "GPU kernels", "GPU, earlier", "GPU copies")
+_TIMELINE_ORDER = ("ranges (NVTX, steps)", "CPU ops", "CUDA API", "GPU kernels", "GPU, earlier", "GPU copies")
 #: One colour per timeline row, in the notebooks' plotly timelines and the challenge report's SVG one alike.
-TIMELINE_COLORS = {"annotations": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
+TIMELINE_COLORS = {"ranges (NVTX, steps)": "#7f7f7f", "CPU ops": "#1f77b4", "CUDA API": "#ff7f0e",
                    "GPU kernels": "#2ca02c", "GPU, earlier": "#98df8a", "GPU copies": "#d62728"}
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 _ROWS = {  # trace category → timeline row
-    "user_annotation": "annotations",
+    "user_annotation": "ranges (NVTX, steps)",  # record_function ranges: what nsys shows as NVTX
     "cpu_op": "CPU ops",
     "cuda_runtime": "CUDA API",
     "cuda_driver": "CUDA API",
@@ -379,7 +379,7 @@ class ProfileResult:
         return [(max(a, start), min(b, end), name) for a, b, name in self._earlier_gpu if b > start and a < end]
 
     def timeline_rows(self, *, max_per_row: int = 4000) -> dict[str, list[tuple[float, float, str]]]:
-        """The timeline's rows (annotations, CPU ops, CUDA API, GPU kernels, GPU copies), each a list of
+        """The timeline's rows (ranges, CPU ops, CUDA API, GPU kernels, GPU copies), each a list of
         (start ms since the first event, duration ms, name): the ``max_per_row`` longest events of each row.
         A row "GPU, earlier" comes between the kernels and copies where work launched before the profiled steps
         still ran in them (a host that runs ahead of its GPU): without it, that time would look idle."""
@@ -398,7 +398,7 @@ class ProfileResult:
         return {r: sorted(items, key=lambda it: -it[1])[:max_per_row] for r, items in rows.items()}
 
     def timeline_figure(self, *, max_events: int = 4000, title: str = "Profiled steps: CPU and GPU on one time axis"):
-        """A plotly figure with one row each for annotations, CPU ops, CUDA API calls, GPU kernels and copies.
+        """A plotly figure with one row each for ranges (NVTX and profiler steps), CPU ops, CUDA API calls, GPU kernels and copies.
 
         Blank stretches on the GPU rows are time the GPU sat idle; look at
         what the CPU rows were doing at that moment.
@@ -413,13 +413,21 @@ class ProfileResult:
             fig.update_layout(title=title + " (no events recorded)")
             return fig
         order = [r for r in _TIMELINE_ORDER if r in rows]
+        span = max((start + dur for items in rows.values() for start, dur, _ in items), default=0.0)
         for row, items in rows.items():
             if not items:
                 continue
+            # a bar narrower than a pixel draws nothing: copies of a few µs in a span of 100 ms would leave their row
+            # looking empty. Each bar is drawn at least 0.2% of the span wide; the hover keeps its own duration.
+            shown = [max(dur, span * 0.002) for _, dur, _ in items]
+            # a host bar over a tenth of the span (a synchronize the host waited in) says what it is on the bar:
+            # a static export has no hover
+            named = [name[:40] if dur > span * 0.1 and row in ("CPU ops", "CUDA API") else ""
+                     for _, dur, name in items]
             fig.add_trace(
                 go.Bar(
                     y=[row] * len(items),
-                    x=[dur for _, dur, _ in items],
+                    x=shown,
                     base=[start for start, _, _ in items],
                     orientation="h",
                     name=row,
@@ -427,8 +435,13 @@ class ProfileResult:
                     # template's pale outline, which would wash the colour out
                     marker=dict(color=TIMELINE_COLORS[row], line_width=0),
                     opacity=1,
+                    text=named,
+                    textposition="inside",
+                    insidetextanchor="middle",
+                    textfont=dict(color="white", size=11),
                     hovertext=[name[:80] for _, _, name in items],
-                    hovertemplate="%{hovertext}<br>start %{base:.3f} ms, %{x:.3f} ms<extra></extra>",
+                    customdata=[dur for _, dur, _ in items],
+                    hovertemplate="%{hovertext}<br>start %{base:.3f} ms, %{customdata:.3f} ms<extra></extra>",
                 )
             )
         fig.update_layout(

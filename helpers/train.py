@@ -493,6 +493,15 @@ class Trainer:
                 self._events.append(ev)
         return rec
 
+    def _done_event(self) -> "torch.cuda.Event | None":
+        """A CUDA event after all the work the last step queued (None on a CPU): the monitor times the step by when
+        the GPU reaches it, not by when the host queued it. Recording one costs microseconds and no sync."""
+        if not self.cuda:
+            return None
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record(torch.cuda.current_stream(self.device))
+        return ev
+
     def _peak_gib(self) -> float | None:
         """The allocator's peak (GiB) since it was last reset, less a deferred spot check's copies: the peak before they
         were made, or the peak since, less their bytes (held from then to the end of the run)."""
@@ -565,8 +574,10 @@ class Trainer:
                     rec = self.step(measure=False)
                     warm.tick()
                     if monitor is not None:
-                        monitor.on_train_step(rec)
+                        monitor.on_train_step(rec, done=self._done_event())
                 self._sync()
+                if monitor is not None:
+                    monitor.synchronized()  # the steps' times become the GPU's (Monitor.synchronized)
             if self.cuda and peak_over == "measured":
                 torch.cuda.reset_peak_memory_stats(self.device)
                 if self._spot_copy is not None:  # copied in warm-up: its bytes are held through every measured step
@@ -582,9 +593,11 @@ class Trainer:
                     if on_step is not None:
                         on_step(rec)
                     if monitor is not None:
-                        monitor.on_train_step(rec)
+                        monitor.on_train_step(rec, done=self._done_event())
                 self._sync()  # note: the clock is read only after the GPU has finished
                 wall = time.perf_counter() - start - (self.spot_check_s - spot_before)
+                if monitor is not None:  # after the clock: its host work is not the run's
+                    monitor.synchronized()
         except torch.cuda.OutOfMemoryError as e:
             raise explain_out_of_memory(cfg, e) from None
         return self._result(wall, win.cut)

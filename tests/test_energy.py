@@ -44,11 +44,24 @@ def test_a_gpu_runs_energy_per_image_is_shown_in_millijoules_and_the_report_comp
     assert not any("energy" in n for n in t.notes)
     page = write_report(session, [base, fast], path=tmp_path / "r.html").read_text()
     assert "the baseline took 250 mJ per image, fast 40.0 mJ, 6.25× less" in page
-    assert "It drew more power while it ran (480 W against the baseline's 150 W)" in page
+    assert "It drew more power while it ran (480 W against the baseline's 150 W" in page
+    assert "20.0× the images per second at 3.20× the power is 6.25× less energy per image" in page
     # the sentence follows the measurements: a final run that drew less power says so
-    cool = dataclasses.replace(fast, steady=_steady(0.04, power_w=100.0))
+    cool = dataclasses.replace(fast, steady=_steady(0.01, power_w=100.0))
     page = write_report(session, [base, cool], path=tmp_path / "c.html").read_text()
-    assert "It drew less power while it ran (100 W against the baseline's 150 W)" in page
+    assert "It drew less power while it ran (120 W against the baseline's 150 W" in page
+
+
+def test_the_reports_power_is_the_energy_counters_over_the_same_steps_not_the_power_readings_mean(tmp_path):
+    """06's report on one H200 printed 29.4 mJ per image at 21,867 img/s (643 W by the counter) beside "524 W", the
+    mean of NVML's power readings (each averaged by the driver over the last second), and a 10.8× saving that 524 W
+    and 31.9× the speed do not give. Power, energy per image and speed come from one window now: they multiply out."""
+    session, v = _judged()
+    base = dataclasses.replace(v, name="baseline", steady=_steady(0.317, power_w=217.0), img_per_s=686.0)
+    top = dataclasses.replace(v, name="top", steady=_steady(0.0294, power_w=524.0), img_per_s=21_867.0)
+    page = write_report(session, [base, top], path=tmp_path / "r.html").read_text()
+    assert "643 W against the baseline's 217 W" in page and "524 W" not in page
+    assert "31.9× the images per second at 2.96× the power is 10.8× less energy per image" in page
 
 
 def test_each_reason_energy_went_unmeasured_is_told_apart():
@@ -78,3 +91,4 @@ def test_the_learners_to_target_table_and_verdict_carry_the_runs_energy():
     assert list(t.shown["mJ/image"]) == ["300", "—"]
     assert "energy: no board energy counter here" in t.notes[0]
     assert "board energy" not in str(cpu)
+

@@ -122,3 +122,15 @@ def test_a_cell_with_a_kernels_long_name_may_break_and_numbers_stay_whole():
     out = export_html.breakable_cells(f"<tr><td>{name}</td><td>513,802,240</td><th>DRAM bytes written</th></tr>")
     assert f'<td style="overflow-wrap:anywhere;min-width:6em">{name}</td>' in out
     assert "<td>513,802,240</td>" in out and "<th>DRAM bytes written</th>" in out
+
+
+def test_no_export_says_an_earlier_notebook_of_its_run_had_not_run():
+    """02's export printed "01 has not run on this machine" though 01 had run on that GPU the same day: each call to
+    the GPU node restored the results file from the repository, so 02 never saw 01's baseline, and its table lost
+    the baseline row and the speed-ups over it. An export is the full course's run: what it compares with ran."""
+    for page in sorted((ROOT / "exports").glob("*.html")):
+        text = re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8"))
+        # the sentence as printed, not the code's string that prints it (after a quote: `"01 has not run`)
+        missing = re.findall(r"(?<![\"';])\b(\d\d) has not run on this machine", text)
+        assert not missing, (f"{page.name} ran without {missing}'s figures: run those notebooks first, in the same "
+                             "session and with the same results/ file, then make export-html")

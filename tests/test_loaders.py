@@ -219,6 +219,7 @@ def test_a_grid_cut_short_reads_pinning_as_not_measured_and_draws_its_one_batch_
                         "img_per_s": [1204.0, 1177.0, 2157.0, 2336.0, 4269.0]})
     said = loaders.pinning_reading(cut)
     assert not_a_number_figures(said) == [] and "-2% with 0 workers" in said
+    assert "+8% with 4 workers" in said  # every worker count the grid measured, not only its two ends
     assert "not measured (the grid's time box cut it short) with 15 workers" in said
     assert "slower in 1 of the grid's 2 batch × workers cells measured both ways; most at batch 32 with 0 workers" in said
     assert figure_check.problems(loaders.heatmap(cut)) == []

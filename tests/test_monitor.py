@@ -254,3 +254,83 @@ def test_a_measured_phases_energy_and_energy_per_image_divide_into_each_other():
     assert s.img_per_s == pytest.approx(768 / 2.0)
     assert s.energy_j == pytest.approx(400 * 2.0)  # the board's power over the phase's whole 2 s, not its samples' 1 s
     assert s.j_per_image == pytest.approx(s.energy_j / 768)  # every image the phase trained, as img/s counts them
+
+
+class _FakeEvent:
+    """A CUDA event stand-in: it completes at ``gpu_s`` on a GPU clock of its own (an event's time is never on the
+    host's clock); ``done`` says whether the GPU has reached it yet."""
+
+    def __init__(self, gpu_s: float, done: bool = True) -> None:
+        self.gpu_s, self.done = gpu_s, done
+
+    def query(self) -> bool:
+        return self.done
+
+    def elapsed_time(self, end: "_FakeEvent") -> float:
+        if not (self.done and end.done):
+            raise RuntimeError("CUDA error: device not ready")
+        return (end.gpu_s - self.gpu_s) * 1e3
+
+
+def test_a_synchronised_loops_steps_are_timed_when_the_gpu_finished_them_not_when_the_host_queued_them():
+    """06's top rung on one H200: the host queued its steps far ahead of the GPU, so by the host's times the
+    throughput line started near 38,000 img/s beside a measured 21,867 and ended 0.45 s before the GPU did."""
+    from helpers.monitor import rolling_img_per_s
+
+    mon = Monitor(live=False)  # no GPU here: the host's monitor takes steps the same way
+    events = [_FakeEvent(gpu_s=100.0 + 0.01 * (i + 1)) for i in range(20)]  # the GPU: 100 images per 0.01 s
+    for ev in events:  # the host queues all 20 at once, well ahead of the GPU
+        mon.step(images=100, done=ev)
+    queued = [s["t_s"] for s in mon.snapshot().steps]
+    ts, ips = rolling_img_per_s(mon.snapshot().steps, 0.03)
+    assert max(ips) > 10 * 10_000  # by the host's times: far above the 10,000 img/s the GPU trained
+    time.sleep(0.25)  # the host waits in torch.cuda.synchronize() while the GPU runs the 0.2 s it queued
+    assert mon.synchronized() == 20
+    steps = mon.snapshot().steps
+    done = [s["t_done_s"] for s in steps]
+    assert done[-1] - done[0] == pytest.approx(0.19)  # the GPU's own 0.01 s between steps
+    assert all(d >= q for d, q in zip(done, queued))  # no step ends before the host queued it
+    assert done[-1] - queued[-1] == pytest.approx(0.25, abs=0.05)  # the last one ends at the sync, now
+    ts, ips = rolling_img_per_s(steps, 0.03)
+    assert ips == pytest.approx([10_000.0] * len(ips))  # the rate the GPU trained at, from the first point to the last
+    assert ts[-1] == pytest.approx(done[-1]) and mon.synchronized() == 0  # nothing left to time
+
+
+def test_a_synchronized_call_before_the_gpu_is_done_leaves_the_steps_on_host_time_until_it_is():
+    mon = Monitor(live=False)
+    ev = _FakeEvent(gpu_s=1.05, done=False)
+    mon.step(images=8, done=_FakeEvent(gpu_s=1.0))
+    mon.step(images=8, done=ev)
+    assert mon.synchronized() == 0  # the last event has not completed: no sync after all
+    assert all("t_done_s" not in s for s in mon.snapshot().steps)
+    time.sleep(0.1)
+    ev.done = True
+    assert mon.synchronized() == 2
+    a, b = mon.snapshot().steps
+    assert b["t_done_s"] - a["t_done_s"] == pytest.approx(0.05, abs=1e-3)
+    mon.step(images=8)  # a step without an event: host time, and records saved before t_done_s existed still load
+    assert monitor.record.step_end_s(mon.snapshot().steps[-1]) == mon.snapshot().steps[-1]["t_s"]
+
+
+def test_the_trainer_tells_its_monitor_when_it_synchronised_after_the_warm_up_and_the_measured_steps():
+    class Spy:
+        def __init__(self):
+            self.calls = []
+
+        def phase(self, name):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+        def on_train_step(self, rec, done=None):
+            self.calls.append(("step", done))
+
+        def synchronized(self):
+            self.calls.append(("sync", None))
+
+    cfg = train.TrainConfig(batch_size=8, steps=3, warmup_steps=2, image_size=16, dataset_size=64, data="gpu")
+    spy = Spy()
+    train.Trainer(cfg).run(monitor=spy)
+    kinds = [k for k, _ in spy.calls]
+    assert kinds == ["step", "step", "sync", "step", "step", "step", "sync"]
+    assert all(done is None for k, done in spy.calls if k == "step")  # on a CPU the host's times are the GPU's

@@ -47,7 +47,7 @@ def test_trace_exports_more_than_once(prof, tmp_path):
 def test_timeline_has_a_row_per_kind_of_event(prof):
     fig = prof.timeline_figure()
     names = {t.name for t in fig.data}
-    assert {"CPU ops", "annotations"} <= names
+    assert {"CPU ops", "ranges (NVTX, steps)"} <= names
     bars = next(t for t in fig.data if t.name == "CPU ops")
     assert len(bars.x) == len(bars.base) > 0 and min(bars.base) >= 0
 
@@ -265,3 +265,22 @@ def test_launch_split_tells_graph_replays_from_kernels_launched_one_by_one():
                                   _raw_trace=json.dumps({"traceEvents": events + tail}).encode())
     df = res.launch_split()
     assert list(df["launched by"])[-1] == "3 others, each under 0.1% of the time" and len(df) == 3
+
+
+def test_a_timeline_names_a_long_wait_and_keeps_a_short_copy_visible():
+    """03's export drew the profiler's closing synchronize as a long orange bar with no name (a static export has
+    no hover), and 27 copies of a few µs as bars under a pixel: the copies' row looked empty."""
+    res = profiling.ProfileResult(prof=None, active_steps=1)
+    res._trace = [
+        {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": 5},
+        {"cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "ts": 10, "dur": 90_000},
+        {"cat": "kernel", "name": "k1", "ts": 20, "dur": 80_000},
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 30, "dur": 2},
+    ]
+    fig = res.timeline_figure()
+    api = next(t for t in fig.data if t.name == "CUDA API")
+    assert "cudaDeviceSynchronize" in list(api.text) and "" in list(api.text)  # the short launch stays unnamed
+    copies = next(t for t in fig.data if t.name == "GPU copies")
+    span_ms = 90.01
+    assert copies.x[0] >= span_ms * 0.002 and copies.customdata[0] == pytest.approx(0.002)  # drawn wide, hover true
+    assert "customdata" in copies.hovertemplate

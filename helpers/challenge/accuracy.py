@@ -202,8 +202,8 @@ def accuracy_target(size: str) -> AccuracyTarget | None:
 
 def time_target(rules) -> AccuracyTarget | None:
     """The accuracy a learner's training must reach on ``rules``' challenge (``rules.target_key`` in the targets
-    file): the classic loop's recipe trained for one epoch of the challenge's images, from several seeds. None where
-    none was measured."""
+    file): the classic loop's recipe trained on about one epoch of the challenge's images, from several seeds. None
+    where none was measured."""
     return accuracy_target(rules.target_key)
 
 

@@ -201,13 +201,15 @@ def _h(text: object) -> str:
     return html.escape(str(text))
 
 
-def _monitor_series(rec: MonitorRecord, label: str, dashed: bool) -> tuple[list[svg.Series], list[svg.Series]]:
+def _monitor_series(rec: MonitorRecord, label: str, dashed: bool,
+                    window_s: float | None = None) -> tuple[list[svg.Series], list[svg.Series]]:
+    """The utilisation lines and the img/s line (over ``window_s``; None: :func:`whole_run_window_s` of the run)."""
     key = "util_pct" if rec.source == "nvml" else "cpu_pct"
     dev = rec.devices[0] if rec.devices else None
     util = [(s["t_s"], s[key]) for s in rec.samples if s.get(key) is not None and s.get("gpu") == dev]
     sm = [(s["t_s"], s["sm_active_pct"]) for s in rec.samples if s.get("sm_active_pct") is not None
           and s.get("gpu") == dev]
-    ts, ips = rolling_img_per_s(rec.steps)  # not one step's images over its host time: that spikes
+    ts, ips = rolling_img_per_s(rec.steps, window_s)  # not one step's images over its host time: that spikes
     what = "GPU utilisation (NVML)" if rec.source == "nvml" else "CPU utilisation"
     # the colours of the notebooks' monitor (helpers.monitor.view): utilisation blue, SM activity red
     lines = [svg.Series(f"{label}: {what}", [t for t, _ in util], [v for _, v in util], dashed=dashed,
@@ -227,8 +229,13 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
     if base.profile is not None and base.profile.kernel_stats().kernels_per_step:
         busy = f" The profiler saw the GPU busy {base.profile.kernel_stats().gpu_busy_share:.0%} of its steps."
     util = "" if base.nvml_util_pct is None else f" NVML reported {base.nvml_util_pct:.0f}% utilisation."
-    return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}: a median step "
-            f"of {tables.sig(tr.step_ms_median)} ms ({phases}), waiting for data {tr.data_wait_share:.0%} of the time."
+    # img/s is every image over the whole timed run, a mean; the step and its phases are medians: a loader that
+    # stalls now and then puts the two apart (686 img/s beside a 38.4 ms median step at batch 32, one H200)
+    mean_ms = 1e3 * tr.wall_s / tr.steps if tr.steps else float("nan")
+    return (f"<p>The baseline trained {base.img_per_s:,.0f} img/s at batch {base.config.batch_size}, every image over "
+            f"the whole timed run: a mean step of {tables.sig(mean_ms)} ms. Its median step took "
+            f"{tables.sig(tr.step_ms_median)} ms ({phases}, each a median over the steps); the host waited for data "
+            f"{tr.data_wait_share:.0%} of the run's wall time."
             f"{util}{busy} " + (f"Its MFU was {tables.percent(base.mfu_pct)}%: the compute ceiling here is "
             f"{session.ceiling_img_per_s:,.0f} img/s, {tables.times(base.speedup_bound)} the baseline, the most any run "
             f"could gain on this machine.</p>" if base.bounded else f"Its MFU and the most a run could gain are "
@@ -236,7 +243,12 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
 
 
 def _energy(base: Verdict, final: Verdict) -> str:
-    """The board's energy per image of the baseline and the final run (NVML's energy counter), or why not."""
+    """The board's energy per image of the baseline and the final run (NVML's energy counter), or why not.
+
+    The power printed beside it is the same counter over the same timed steps: energy per image × images per
+    second, so the three figures multiply out. Not the mean of NVML's power readings: on Ampere and newer the driver
+    averages each over the last second, so over a run of about a second (06's top rung on one H200: 1.1 s, 11
+    samples) they still hold the warm-up before it and read low (524 W beside the counter's 643 W)."""
     b, f = base.j_per_image, final.j_per_image
     if b is None or f is None:
         why = "; ".join(dict.fromkeys(v.energy_missing for v in (base, final) if v.energy_missing)) or "not measured"
@@ -244,11 +256,12 @@ def _energy(base: Verdict, final: Verdict) -> str:
     ratio = f"{tables.times(b / f)} less" if f < b else f"{tables.times(f / b)} more"
     text = (f"Energy, from the board's own counter over the timed steps: the baseline took {tables.sig(1e3 * b)} mJ "
             f"per image, {_h(final.name)} {tables.sig(1e3 * f)} mJ, {ratio}.")
-    pb, pf = base.steady.mean_power_w, final.steady.mean_power_w
-    if pb is not None and pf is not None:  # the sentence follows the two measurements, whichever way they went
+    pb, pf = b * base.img_per_s, f * final.img_per_s  # J/image × image/s: the counter's mean power over the steps
+    if pb > 0 and pf > 0:  # the sentence follows the two measurements, whichever way they went
         how = "more" if pf > pb else "less"
-        text += (f" It drew {how} power while it ran ({pf:.0f} W against the baseline's {pb:.0f} W), for "
-                 f"{tables.times(final.img_per_s / base.img_per_s)} the images per second.")
+        text += (f" It drew {how} power while it ran ({pf:.0f} W against the baseline's {pb:.0f} W, each its energy "
+                 f"per image times its images per second): {tables.times(final.img_per_s / base.img_per_s)} the "
+                 f"images per second at {tables.times(pf / pb)} the power is {ratio} energy per image.")
     return f"<p>{text}</p>"
 
 
@@ -309,12 +322,14 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
                            fmt=tables.percent)  # as the table above rounds it
              if final.bounded else f"<p class='note'>MFU of each run: {_h(bench.NOT_A_BOUND)}.</p>",
              "<h2>Before and after</h2>", _energy(base, final)]
-    # each run on its own time axis: a run of a few seconds drawn beside a minute-long baseline would be a sliver
+    # each run on its own time axis: a run of a few seconds drawn beside a minute-long baseline would be a sliver;
+    # img/s over one window for both, the shorter run's (as the notebook's compare_figure): a 1 s and a 0.3 s window
+    # would compare two curves smoothed differently
+    window = min(whole_run_window_s(base.monitor.steps), whole_run_window_s(final.monitor.steps))
     for v, label in ((base, "baseline"), (final, final.name)):
-        util, ips = _monitor_series(v.monitor, label, False)
+        util, ips = _monitor_series(v.monitor, label, False, window)
         parts.append(svg.line_chart(util, title=f"{label}: utilisation while training",
                                     x_label="seconds since the run started", y_label="%", y_min=0))
-        window = whole_run_window_s(v.monitor.steps)  # a run of a second or two is drawn over a shorter window
         parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {window:g} s",
                                     x_label="seconds since the run started", y_label="img/s", y_min=0))
     for v in (base, final):

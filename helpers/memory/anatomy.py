@@ -22,7 +22,8 @@ from torch import nn
 from .. import env, nvml
 
 __all__ = ["GIB", "Anatomy", "saved_activation_bytes", "saved_bytes_by_kind", "free_memory", "optimizer_state_bytes",
-           "make_optimizer", "anatomy", "anatomy_table", "anatomy_figure", "nvml_used_bytes", "precision_reading"]
+           "make_optimizer", "anatomy", "anatomy_table", "anatomy_figure", "nvml_used_bytes", "precision_reading",
+           "reserved_reading"]
 
 GIB = 2**30
 OPTIMIZERS = ("sgd", "adam")
@@ -40,12 +41,15 @@ class Anatomy:
     peak_forward: int | None  # allocator peak during each phase of a step in steady state
     peak_backward: int | None
     peak_optimizer: int | None
-    allocated_after: int | None  # live tensors after the step (weights, gradients, optimizer state)
-    reserved_after: int | None  # the allocator's pool after the step
+    allocated_after: int | None  # live tensors after the step (weights, optimizer state; gradients set to None)
+    reserved_after: int | None  # the allocator's pool right after the measured step (its cache included)
     nvml_used_after: int | None  # the whole GPU as nvidia-smi sees it
     # Of the activations, those kept as integers: max-pool's int64 index per output (and the labels the loss keeps,
     # a few bytes). A lower precision does not shrink them: bf16 halves the floats kept, not these.
     activation_indices: int = 0
+    # the most the allocator held from the driver during the measured step, which starts from an empty cache: live
+    # tensors plus the freed blocks it keeps for reuse (None off a GPU)
+    peak_reserved: int | None = None
 
     @property
     def activation_floats(self) -> int:
@@ -66,7 +70,8 @@ class Anatomy:
                 "of which integers GiB": gib(self.activation_indices),
                 "peak in forward GiB": gib(self.peak_forward), "peak in backward GiB": gib(self.peak_backward),
                 "peak in optimizer step GiB": gib(self.peak_optimizer),
-                "allocated after GiB": gib(self.allocated_after), "reserved after GiB": gib(self.reserved_after),
+                "allocated after GiB": gib(self.allocated_after), "peak reserved GiB": gib(self.peak_reserved),
+                "reserved after GiB": gib(self.reserved_after),
                 "GPU used (NVML) after GiB": gib(self.nvml_used_after)}
 
 
@@ -129,10 +134,12 @@ def anatomy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, optimizer: st
             dtype: torch.dtype | None = None, label: str | None = None) -> Anatomy:
     """Measure one training step of ``model`` on ``(x, y)`` (already on its device).
 
-    A first step creates the optimizer's state; the second is measured phase by phase, each
-    phase's allocator peak taken on its own (``reset_peak_memory_stats`` before it). On a GPU the allocator's
-    cache is emptied first, so that "reserved" is this step's own and not what an earlier variant left cached
-    (measured one after another in one process, three variants read the same 18.4 GiB reserved).
+    A first step creates the optimizer's state (and lets cuDNN pick its algorithms); the second is measured phase by
+    phase, each phase's allocator peak taken on its own (``reset_peak_memory_stats`` before it). On a GPU the
+    allocator's cache is emptied before each of the two steps, so that "reserved" is the measured step's own: not
+    what an earlier variant, nor the first step, left cached (read after both steps and a counting forward, three
+    variants whose allocated peaks differed read the same reserved, above all their peaks). Reserved is read twice:
+    its peak over the measured step, and right after it, before the activations are counted.
     """
     dev = x.device
     cuda = dev.type == "cuda"
@@ -168,15 +175,21 @@ def _measure(model, opt, params, forward, sync, dev, dtype, optimizer, label) ->
     opt.step()
     opt.zero_grad(set_to_none=True)
     del loss
+    # The measured step from an empty cache: what the first step left cached (blocks cut to its sizes, the scratch
+    # memory of the algorithms cuDNN tried) would otherwise be read as this step's reserved.
+    free_memory()
     sync()
     peaks = {}
+    reserved_peaks = []
 
     def phase(name, fn):
         if cuda:
-            torch.cuda.reset_peak_memory_stats(dev)
+            torch.cuda.reset_peak_memory_stats(dev)  # resets the reserved peak too
         out = fn()
         sync()
         peaks[name] = torch.cuda.max_memory_allocated(dev) if cuda else None
+        if cuda:
+            reserved_peaks.append(torch.cuda.max_memory_reserved(dev))
         return out
 
     loss = phase("forward", forward)
@@ -186,6 +199,11 @@ def _measure(model, opt, params, forward, sync, dev, dtype, optimizer, label) ->
     del loss
     state = optimizer_state_bytes(opt)
     opt.zero_grad(set_to_none=True)
+    sync()
+    # read now, before the counting forward below: it runs a forward pass of its own, which the allocator would serve
+    allocated_after = torch.cuda.memory_allocated(dev) if cuda else None
+    reserved_after = torch.cuda.memory_reserved(dev) if cuda else None
+    nvml_after = nvml_used_bytes(dev) if cuda else None
     kept = saved_bytes_by_kind(forward, params)
     sync()
     return Anatomy(
@@ -194,10 +212,27 @@ def _measure(model, opt, params, forward, sync, dev, dtype, optimizer, label) ->
         grads=grads, optimizer_state=state, activations=kept["floats"] + kept["integers"],
         activation_indices=kept["integers"],
         peak_forward=peaks["forward"], peak_backward=peaks["backward"], peak_optimizer=peaks["optimizer"],
-        allocated_after=torch.cuda.memory_allocated(dev) if cuda else None,
-        reserved_after=torch.cuda.memory_reserved(dev) if cuda else None,
-        nvml_used_after=nvml_used_bytes(dev) if cuda else None,
+        allocated_after=allocated_after, reserved_after=reserved_after, nvml_used_after=nvml_after,
+        peak_reserved=max(reserved_peaks) if reserved_peaks else None,
     )
+
+
+def reserved_reading(items: list[Anatomy]) -> str:
+    """What "reserved" counts here, in one sentence written from the anatomies: each variant's reserved peak over its
+    measured step beside its allocated peak, and what the difference is. "" off a GPU (no allocator).
+
+        print(reserved_reading(steps))
+    """
+    shown = [a for a in items if a.peak_reserved is not None and a.peak is not None]
+    if not shown:
+        return ""
+    each = "; ".join(f"{a.label}: {a.peak_reserved / GIB:.2f} GiB reserved at most against {a.peak / GIB:.2f} GiB "
+                     f"allocated, {(a.peak_reserved - a.peak) / GIB:.2f} GiB more" for a in shown)
+    return (f"Reserved is read over the measured step alone, which starts from an empty cache (the first step's "
+            f"blocks given back): {each}. Reserved is allocated plus the allocator's cache: blocks freed earlier in "
+            "the step and kept for reuse rather than given back to the driver, and the unused remainders of blocks "
+            "cut to size. It does not fall during a step, so its peak is what the step took from the driver; "
+            "NVML's used adds the CUDA context.")
 
 
 def precision_reading(full: Anatomy, low: Anatomy) -> str:

@@ -86,9 +86,10 @@ def step_img_per_s(r: TrainResult) -> float:
 def tf32_memory_reading(runs: dict[str, TrainResult], *, baseline: str = DEFAULT_FP32, within_pct: float = 5.0
                         ) -> list[str]:
     """Why the fp32 runs' peaks differ, one sentence per fp32 variant more than ``within_pct`` from ``baseline``,
-    written from their peaks: the three keep the same tensors (fp32, the same shapes), so what differs is the
-    scratch memory (workspace) of the convolution and matrix-product algorithms cuDNN and cuBLAS chose for each
-    setting. Empty where the peaks agree, or no allocator measured them (a CPU).
+    written from their peaks: the three keep the same tensors (fp32, the same shapes), so what differs is most likely
+    the scratch memory (workspace) of the convolution and matrix-product algorithms cuDNN and cuBLAS chose for each
+    setting. That is reached by elimination, not measured (the workspace is not counted apart from the tensors), and
+    the sentence says so. Empty where the peaks agree, or no allocator measured them (a CPU).
 
         print("\n".join(tf32_memory_reading(runs)))
     """
@@ -104,9 +105,9 @@ def tf32_memory_reading(runs: dict[str, TrainResult], *, baseline: str = DEFAULT
             continue
         out.append(f"{name}: its peak, {r.peak_allocated_gib:.2f} GiB, is {abs(diff):.0f}% "
                    f"{'above' if diff > 0 else 'below'} {baseline}'s {base.peak_allocated_gib:.2f} GiB, though both "
-                   "keep the same fp32 tensors of the same shapes: the difference is the scratch memory (workspace) of "
-                   "the algorithms cuDNN and cuBLAS chose for each setting, which the allocator counts with the "
-                   "tensors.")
+                   "keep the same fp32 tensors of the same shapes: the difference is most likely the scratch memory "
+                   "(workspace) of the algorithms cuDNN and cuBLAS chose for each setting, which the allocator counts "
+                   "with the tensors (inferred, since nothing else differs; the workspace is not measured apart).")
     return out
 
 

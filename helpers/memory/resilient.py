@@ -16,6 +16,7 @@ raise, saying what to change.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Callable
 
@@ -25,20 +26,28 @@ from torch import nn
 from .. import env
 from .search import allocator_report, fragmented, free_memory
 
-__all__ = ["Backoff", "BackoffRun", "train_with_backoff"]
+__all__ = ["Backoff", "BackoffRun", "train_with_backoff", "settled_reading"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Backoff:
+    """One out-of-memory the loop survived: it halved the micro-batch, or (``retried``) redid the same one."""
+
     step: int
     micro_batch_before: int
     micro_batch_after: int
     grad_accum_after: int
     said: str = ""  # what the allocator reported when the step ran out (the block asked for, free, cached, live)
+    # True: the allocator had the memory, in pieces (fragmentation), so the same micro-batch was redone once from an
+    # empty cache before any halving
+    retried: bool = False
 
     @property
     def move(self) -> str:
-        """``"step 0: micro-batch 5,632 → 2,816 (× 2 accumulated)"``"""
+        """``"step 0: micro-batch 5,632 → 2,816 (× 2 accumulated)"``, or for a retry
+        ``"step 0: micro-batch 5,632 redone from an empty cache"``"""
+        if self.retried:
+            return f"step {self.step}: micro-batch {self.micro_batch_before:,} redone from an empty cache"
         return (f"step {self.step}: micro-batch {self.micro_batch_before:,} → {self.micro_batch_after:,} "
                 f"(× {self.grad_accum_after} accumulated)")
 
@@ -56,6 +65,16 @@ class BackoffRun:
     img_per_s: float  # at the final setting: images ÷ wall clock of the timed_steps steps run whole at it
     timed_steps: int = 0  # the optimizer steps img_per_s is measured over: those since the last back-off
 
+    @property
+    def halvings(self) -> tuple[Backoff, ...]:
+        """The back-offs that halved the micro-batch (not the retries of the same one)."""
+        return tuple(e for e in self.events if not e.retried)
+
+    @property
+    def retries(self) -> tuple[Backoff, ...]:
+        """The fragmentation failures redone at the same micro-batch from an empty cache."""
+        return tuple(e for e in self.events if e.retried)
+
     def __str__(self) -> str:
         moves = "; ".join(e.move for e in self.events) or "none needed"
         steps = f"{self.timed_steps} step{'s' if self.timed_steps != 1 else ''}"
@@ -72,6 +91,10 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                        on_backoff: Callable[[Backoff], None] | None = None) -> BackoffRun:
     """Train ``steps`` optimizer steps of ``batch`` random images, backing off on out-of-memory.
 
+    A step that ran out of memory is redone from its start once everything it held is freed (its micro-batch on the
+    device too) and the allocator's cache emptied. Where the allocator said it had the memory, in pieces
+    (fragmentation), the same micro-batch is redone once before it is halved: from an empty cache it may fit.
+
     ``channels_last``: each micro-batch is laid out as the search's probes lay theirs (:func:`search.step_probe`),
     so a micro-batch the search found to fit fits here too; in NCHW, a convolution with channels_last weights makes
     a channels_last copy of its input, memory the search's step did not need."""
@@ -84,6 +107,7 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
     losses: list[float] = []
     events: list[Backoff] = []
     took: list[float] = []  # seconds of each optimizer step run whole since the last back-off
+    retried_at: set[int] = set()  # micro-batches already redone once after fragmentation: the next failure halves
     for step in range(steps):
         x_all = torch.randn(batch, 3, image_size, image_size, generator=g)
         y_all = torch.randint(0, 10, (batch,), generator=g)
@@ -107,15 +131,23 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                 failed, message = True, str(e)  # the words only: the exception's traceback pins the step's tensors
             if failed:  # outside the except block: the traceback no longer pins the step's tensors
                 opt.zero_grad(set_to_none=True)  # half a step's gradients must not leak into the redo
-                loss = total = None
+                # the failed micro-batch on the device too: left bound to xs until the redo's first copy, it would be
+                # freed after the cache was emptied, and its block, kept in the cache, cut up the redo's memory
+                loss = total = xs = ys = None
                 free_memory()
-                if micro // 2 < min_micro_batch or micro % 2:
+                report = allocator_report(message)
+                if (micro not in retried_at and {"asked_gib", "free_gib", "cached_gib"} <= report.keys()
+                        and fragmented(report["asked_gib"], report["free_gib"], report["cached_gib"])):
+                    retried_at.add(micro)
+                    ev = Backoff(step, micro, micro, accum, _said(message), retried=True)
+                elif micro // 2 < min_micro_batch or micro % 2:
                     raise torch.OutOfMemoryError(
                         f"step {step}: even a micro-batch of {micro} does not fit. Use dtype=torch.bfloat16, "
                         "activation checkpointing, a smaller image size, or free memory that other tensors or "
                         f"processes hold. {len(losses)} completed steps and the model are kept.")
-                ev = Backoff(step, micro, micro // 2, accum * 2, _said(message))
-                micro, accum = micro // 2, accum * 2
+                else:
+                    ev = Backoff(step, micro, micro // 2, accum * 2, _said(message))
+                    micro, accum = micro // 2, accum * 2
                 events.append(ev)
                 if on_backoff is not None:
                     on_backoff(ev)
@@ -124,6 +156,30 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
         took.append(time.perf_counter() - t0)
     return BackoffRun(batch, micro, accum, tuple(losses), tuple(events),
                       batch * len(took) / max(1e-9, sum(took)), len(took))
+
+
+def settled_reading(run: BackoffRun, searched: int, *, searched_where: str = "") -> str:
+    """One sentence from the run: the micro-batch it settled on beside ``searched`` (the largest batch a search
+    fitted, ``searched_where``: how that search's process was set, e.g. ``"in a fresh process with
+    expandable_segments:True"``), and, where it settled lower, what happened at the size above, retry included.
+
+        print(settled_reading(run, found["bf16"].largest, searched_where=found["bf16"].where()))
+    """
+    here = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "the default allocator"
+    where = f" {searched_where}" if searched_where else ""
+    ok_after_retry = [e for e in run.retries if e.micro_batch_before == run.micro_batch]
+    if run.micro_batch >= searched:
+        line = f"It settled on micro-batches of {run.micro_batch:,}: the search{where} fitted {searched:,}"
+        if ok_after_retry:
+            line += (f"; {len(ok_after_retry)} step{'s' if len(ok_after_retry) != 1 else ''} of {run.micro_batch:,} "
+                     "ran out of memory in pieces (fragmentation) and fitted when redone from an empty cache")
+        return line + "."
+    above = 2 * run.micro_batch
+    redone = any(e.micro_batch_before == above for e in run.retries)
+    return (f"It settled on micro-batches of {run.micro_batch:,}, below the {searched:,} the search{where} fitted: a "
+            f"step of {above:,} ran out of memory here, in this process with {here}"
+            + (", again when redone from an empty cache after the allocator reported fragmentation" if redone else "")
+            + " (the allocator's words are in the back-off lines above).")
 
 
 def _said(message: str) -> str:

@@ -19,8 +19,13 @@ the footprint (weights, gradients, optimizer state, activations kept for backwar
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -31,7 +36,7 @@ from ..svg import PALETTE
 from .anatomy import GIB, free_memory, make_optimizer, optimizer_state_bytes, saved_activation_bytes
 
 __all__ = ["Trial", "BatchSearch", "allocator_report", "fragmented", "free_memory", "step_probe", "try_batch", "largest_batch",
-           "search_figure"]
+           "EXPANDABLE", "reference_cnn_search", "fresh_search", "gain_reading", "search_figure"]
 
 Probe = Callable[[int], tuple[float, float]]  # batch → (peak bytes, img/s)
 
@@ -86,6 +91,22 @@ class BatchSearch:
     budget_gib: float | None
     cut: timebox.Cut | None = None  # set when the batch_search time box ended the search before its edge was found
     capacity_gib: float | None = None  # the GPU's memory as the allocator sees it; None on a CPU
+    # the PYTORCH_CUDA_ALLOC_CONF of the fresh process the search ran in (fresh_search; "" for the default
+    # allocator there); None: it ran in the calling process, under whatever that process's allocator was set to
+    allocator: str | None = None
+
+    def where(self) -> str:
+        """Where the search ran, in words: ``"in a fresh process with expandable_segments:True"``."""
+        if self.allocator is None:
+            return "in this process"
+        return f"in a fresh process with {self.allocator}" if self.allocator else "in a fresh process"
+
+    def fragmentation_ended_it(self) -> bool:
+        """Whether a batch above the largest that fitted failed for fragmentation (:meth:`cause`): the search then
+        stopped at how the allocator's cache was cut, not (only) at what the step needs."""
+        largest = self.largest
+        return largest is not None and any(self.cause(t).startswith("fragmentation") for t in self.trials
+                                           if not t.fits and t.batch > largest)
 
     @property
     def edge_found(self) -> bool:
@@ -321,6 +342,98 @@ def largest_batch(probe: Probe, *, start: int, limit: int, budget_gib: float | N
     return BatchSearch(label, tuple(trials), budget_gib, box.cut, capacity_gib)
 
 
+#: The allocator setting a fresh search process gets: expandable segments grow one segment in place, so a step's
+#: large block is not refused for want of one free piece that large while the memory is there (fragmentation).
+EXPANDABLE = "expandable_segments:True"
+_ROOT = Path(__file__).resolve().parents[2]
+_RESULT = "BATCH_SEARCH_RESULT "  # marks the child's one line of JSON among whatever else it prints
+
+
+def reference_cnn_search(label: str, *, image_size: int, dtype: torch.dtype | None, checkpoint: bool, start: int,
+                         limit: int, budget_gib: float | None = None,
+                         device: torch.device | str | None = None) -> BatchSearch:
+    """:func:`largest_batch` of the reference CNN (``checkpoint``: activation checkpointing) in this process."""
+    from ..models import ReferenceCNN  # here, not at the top: models need nothing from this module, keep it so
+
+    probe = step_probe(lambda: ReferenceCNN(image_size, checkpoint=checkpoint), image_size=image_size, dtype=dtype,
+                       device=device)
+    found = largest_batch(probe, start=start, limit=limit, budget_gib=budget_gib, label=label)
+    free_memory()
+    return found
+
+
+def fresh_search(label: str, *, image_size: int, dtype: torch.dtype | None, checkpoint: bool, start: int, limit: int,
+                 budget_gib: float | None = None, alloc_conf: str = EXPANDABLE, timeout_s: float = 600) -> BatchSearch:
+    """:func:`reference_cnn_search` in a fresh Python process whose allocator is set by ``alloc_conf``
+    (``PYTORCH_CUDA_ALLOC_CONF``, read once when CUDA starts, so it needs a process of its own).
+
+    Why: in a process that has already run steps of other sizes, and with the default allocator even in a fresh one,
+    a large block can be refused while the memory is there, in pieces (fragmentation); a search would then measure how
+    the cache was cut, not what each step needs. The child's time-box cut, if any, is said here again. The child uses
+    the first visible GPU (this process's ``CUDA_VISIBLE_DEVICES``); this process's cache is emptied first so that the
+    child has the memory this one does not hold.
+    """
+    free_memory()
+    spec = {"label": label, "image_size": image_size, "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
+            "checkpoint": checkpoint, "start": start, "limit": limit, "budget_gib": budget_gib}
+    env_ = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=alloc_conf)
+    env_["PYTHONPATH"] = str(_ROOT) + (os.pathsep + env_["PYTHONPATH"] if env_.get("PYTHONPATH") else "")
+    proc = subprocess.run([sys.executable, "-m", "helpers.memory.search", json.dumps(spec)], capture_output=True,
+                          text=True, timeout=timeout_s, env=env_, cwd=str(_ROOT))
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(_RESULT)]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the {label} search in a fresh process failed (exit {proc.returncode}): "
+                           f"{(proc.stderr.strip() or proc.stdout.strip())[-600:]}")
+    said = json.loads(lines[-1][len(_RESULT):])
+    found = _from_json(said, allocator=said["alloc_conf"])  # what the child ran under, as it read it
+    if found.cut is not None:
+        print(found.cut)  # the child said it; its words are not shown here otherwise
+    return found
+
+
+def _to_json(found: BatchSearch) -> dict:
+    return {"label": found.label, "trials": [dataclasses.asdict(t) for t in found.trials],
+            "budget_gib": found.budget_gib, "capacity_gib": found.capacity_gib,
+            "cut": None if found.cut is None else dataclasses.asdict(found.cut),
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+
+
+def _from_json(d: dict, *, allocator: str | None) -> BatchSearch:
+    return BatchSearch(d["label"], tuple(Trial(**t) for t in d["trials"]), d["budget_gib"],
+                       None if d["cut"] is None else timebox.Cut(**d["cut"]), d["capacity_gib"], allocator)
+
+
+def gain_reading(base: BatchSearch, other: BatchSearch) -> str:
+    """One sentence from two searches: ``other``'s largest batch against ``base``'s, where they ran, and whether
+    fragmentation (rather than the memory) ended either, in which case the difference is partly the allocator's.
+
+        print(gain_reading(found["bf16"], found["bf16 + checkpointing"]))
+    """
+    a, b = base.largest, other.largest
+    if a is None or b is None:
+        return ""
+    if not (base.edge_found and other.edge_found):
+        return (f"{other.label} fitted {b:,} and {base.label} {a:,}, but a time box ended a search before its edge: "
+                "these are batches that fit, not the largest, and not compared here.")
+    same = base.where() == other.where()
+    ran = (f"both searched {base.where()}" if same else
+           f"{base.label} searched {base.where()}, {other.label} {other.where()}")
+    line = (f"{other.label} trains batches up to {b:,}, {100 * (b / a - 1):+.0f}% against {base.label}'s {a:,} "
+            f"({ran})")
+    ended = [s.label for s in (base, other) if s.fragmentation_ended_it()]
+    if ended:
+        return (line + f"; fragmentation, not the memory, ended the {' and the '.join(ended)} search"
+                       f"{'es' if len(ended) > 1 else ''}, so part of that difference is how the allocator's cache was "
+                       "cut.")
+    causes = {s.cause(t) for s in (base, other) for t in s.trials if not t.fits and t.batch > s.largest}
+    if causes and all(c.startswith("more than the GPU has") for c in causes):
+        return line + ": each search ended where its step needed more memory than the GPU has, so the difference is " \
+                      "the memory each step needs."
+    if causes and all("budget" in c for c in causes):
+        return line + ": each search ended at the budget, so the difference is the footprint each step needs."
+    return line + "."
+
+
 def search_figure(searches: list[BatchSearch], *, title: str = "The largest batch that fits"):
     """img/s and allocator peak against batch size, one line per search, and the GPU's memory (or the budget) as a
     line. A batch that did not fit is marked at the peak its step would need (its measured peak over a budget, else on
@@ -399,3 +512,17 @@ def search_figure(searches: list[BatchSearch], *, title: str = "The largest batc
     fig.update_xaxes(title="batch size", row=2, col=1)
     fig.update_layout(title=title, height=560, legend=dict(orientation="h", yanchor="top", y=-0.14, x=0))
     return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.memory.search '{"label": …, …}'``: one :func:`reference_cnn_search` in this process,
+    printed as one marked line of JSON (:func:`fresh_search` runs it so)."""
+    spec = json.loads((argv if argv is not None else sys.argv[1:])[0])
+    name = spec.pop("dtype")  # "bfloat16", "float16" or None (fp32)
+    found = reference_cnn_search(spec.pop("label"), dtype=getattr(torch, name) if name else None, **spec)
+    print(_RESULT + json.dumps(_to_json(found)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,7 +23,8 @@ Its parts, bottom to top (each imports only the ones above it in this list):
 
 from . import diagnosis, exporters, record, sampling, telemetry, view
 from .diagnosis import Finding, diagnose, format_findings
-from .record import ROLLING_S, MonitorRecord, MonitorSummary, load_record, rolling_img_per_s, whole_run_window_s
+from .record import (ROLLING_S, MonitorRecord, MonitorSummary, load_record, rolling_img_per_s, step_end_s,
+                     whole_run_window_s)
 from .sampling import Monitor, stop_all
 from .view import build_figure, compare_figure
 
@@ -39,6 +40,7 @@ __all__ = [
     "load_record",
     "rolling_img_per_s",
     "whole_run_window_s",
+    "step_end_s",
     "ROLLING_S",
     "stop_all",
     "telemetry",

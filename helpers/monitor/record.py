@@ -20,7 +20,7 @@ from typing import Any
 from .telemetry import SLOWDOWN_BITS, decode_clock_reasons
 
 __all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s", "whole_run_window_s", "RollingRate",
-           "ROLLING_S"]
+           "ROLLING_S", "step_end_s"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,13 +86,21 @@ class MonitorSummary:
 ROLLING_S = 1.0
 
 
+def step_end_s(step: dict[str, Any]) -> float:
+    """When a recorded step ended: when the GPU finished it (``t_done_s``, where the loop handed the monitor the
+    step's CUDA event and synchronised: :meth:`~helpers.monitor.Monitor.synchronized`), else when the host queued it
+    (``t_s``; on a CPU, or a synchronous loop, the two are one)."""
+    done = step.get("t_done_s")
+    return float(step["t_s"] if done is None else done)
+
+
 def whole_run_window_s(steps: list[dict[str, Any]], window_s: float = ROLLING_S) -> float:
     """The window a whole run's throughput line is drawn with: ``window_s``, or a third of a run shorter than three
     windows (two significant figures, 0.05 s at least). 06's reference solution trains its images in about 1.4 s: over
     a 1 s window its line covered only its last 0.4 s; over 0.47 s it covers two thirds of the run."""
     if len(steps) < 2:
         return window_s
-    span = float(steps[-1]["t_s"]) - float(steps[0]["t_s"])
+    span = step_end_s(steps[-1]) - step_end_s(steps[0])
     if span >= 3 * window_s:
         return window_s
     return float(f"{max(span / 3, 0.05):.2g}")
@@ -110,9 +118,14 @@ def rolling_img_per_s(steps: list[dict[str, Any]], window_s: float | None = None
     monitor showed spikes of millions of img/s beside a steady 20,000). Images over wall time cannot exceed
     what was really trained. Nor a rate over less than the window: a loader's workers fill their queue before the
     first step, and the first fraction of a second drains it far faster than they can refill it (02's tuned loader
-    on an H100: 6,300 img/s for a moment, 4,000 after). ``window_s`` None: :func:`whole_run_window_s` of the run."""
+    on an H100: 6,300 img/s for a moment, 4,000 after). ``window_s`` None: :func:`whole_run_window_s` of the run.
+
+    Each step counts when it ended (:func:`step_end_s`): when the GPU finished it, where the record knows. By when
+    the host queued them, the steps of an asynchronous loop arrive early and bunched: 06's top rung on one H200
+    started its line at about 38,000 img/s beside a measured 21,867, and ended it 0.45 s before the GPU did."""
     rate = RollingRate(whole_run_window_s(steps) if window_s is None else window_s)
-    pts = [p for p in (rate.add(s["t_s"], s.get("images") or 0) for s in steps) if p is not None]
+    ordered = sorted(steps, key=step_end_s)  # in order of their ends (one stream's events end in queue order)
+    pts = [p for p in (rate.add(step_end_s(s), s.get("images") or 0) for s in ordered) if p is not None]
     if not pts and rate.so_far() is not None:
         pts = [rate.so_far()]
     return [t for t, _ in pts], [v for _, v in pts]
@@ -215,7 +228,7 @@ class MonitorRecord:
                 raise ValueError(f"no phase named {phase!r}; phases seen: {sorted({p['name'] for p in self.phases})}")
             inside = lambda t: any(a <= t <= b for a, b in spans)  # noqa: E731
             samples = [s for s in samples if inside(s["t_s"])]
-            steps = [s for s in steps if inside(s["t_s"])]
+            steps = [s for s in steps if inside(step_end_s(s))]
             closed = all(math.isfinite(b) for _a, b in spans)
         get = lambda key: [s.get(key) for s in samples]  # noqa: E731
         img_per_s, phase_s = None, 0.0
@@ -235,7 +248,7 @@ class MonitorRecord:
         busy = [s for s in samples if (s.get("util_pct") or 0) > 0 and s.get("clock_reasons") is not None]
         slow = [s for s in busy if int(s["clock_reasons"]) & SLOWDOWN_BITS]
         images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
-        span = steps[-1]["t_s"] - steps[0]["t_s"] if len(steps) > 1 else 0.0
+        span = step_end_s(steps[-1]) - step_end_s(steps[0]) if len(steps) > 1 else 0.0
         totals = [t for t in get("mem_total_gib") if t is not None]
         energy_j, j_per_image = _energy(samples, steps, images, span)
         if img_per_s is not None and energy_j is not None:
@@ -286,7 +299,7 @@ def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: 
     total = [e[-1][1] - e[0][1] for e in by_gpu.values() if len(e) > 1]
     watts = []
     for e in by_gpu.values():
-        inside = [(t, j) for t, j in e if len(steps) > 1 and steps[0]["t_s"] <= t <= steps[-1]["t_s"]]
+        inside = [(t, j) for t, j in e if len(steps) > 1 and step_end_s(steps[0]) <= t <= step_end_s(steps[-1])]
         if len(inside) > 1 and inside[-1][0] > inside[0][0]:
             # the board's mean power while the steps ran (the samples inside their span)
             watts.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))

@@ -6,7 +6,10 @@
     mon.samples_frame()                         # every sample as a DataFrame
 
 Any loop can feed it: ``mon.step(images=256)`` once per step, and
-``with mon.phase("data"): ...`` for shaded phases.
+``with mon.phase("data"): ...`` for shaded phases. An asynchronous GPU loop
+that also hands each step's CUDA event (``mon.step(images=256, done=ev)``) and
+says when it synchronised (``mon.synchronized()``) gets its throughput line
+timed by when the GPU finished each step, not by when the host queued it.
 
 What it samples, every ``period_s`` (250 ms by default) on a background thread:
 NVML utilisation, memory, power, temperature, SM clock, clock-event reasons
@@ -93,6 +96,7 @@ class Monitor:
         self.title = title or default_title(self.record)  # by what it watches: "GPU monitor", or the CPU's
         self._open_phases: list[dict[str, Any]] = []
         self._last_step_t: float | None = None
+        self._pending: list[tuple[dict[str, Any], Any]] = []  # (step row, its CUDA event) until a sync times them
         self._view = None
         self._live = live
         self._exporters: list[Any] = []
@@ -161,6 +165,7 @@ class Monitor:
             for ph in self._open_phases:
                 ph["end_s"] = now
             self._open_phases.clear()
+            self._pending.clear()  # never synchronised: those steps keep their host times
         if was_running:
             self._sample()  # a last sample at the end of the block
             if self._view is not None and self._live != "offscreen":
@@ -228,10 +233,12 @@ class Monitor:
         }
 
     # -- the training side --------------------------------------------------------------------
-    def step(self, *, images: int, step_ms: float | None = None) -> None:
+    def step(self, *, images: int, step_ms: float | None = None, done: Any = None) -> None:
         """Record one training step of ``images`` images (call it once per step, from any loop).
 
-        Without ``step_ms`` the step time is the time since the previous call.
+        Without ``step_ms`` the step time is the time since the previous call. ``done``: a CUDA event (made with
+        ``enable_timing=True``) recorded after the step's work; the next :meth:`synchronized` then times the step
+        by when the GPU reached that event (``t_done_s``), where ``t_s`` is when the host queued it.
         """
         now = self._now()
         if step_ms is None:
@@ -241,11 +248,42 @@ class Monitor:
                "img_per_s": images / (step_ms / 1e3) if step_ms else None}
         with self._lock:
             self.record.steps.append(row)
+            if done is not None:
+                self._pending.append((row, done))
         for e in self._exporters:
             e.on_step(row)
         view = self._view
         if view is not None:
             view.maybe_refresh()  # from the main thread: works where thread output does not
+
+    def synchronized(self) -> int:
+        """Call right after the loop synchronised the GPU (``torch.cuda.synchronize()``): every step handed a
+        ``done`` event since the last call is timed by when the GPU finished it, and the count is returned.
+
+        An asynchronous loop queues steps well ahead of the GPU (under CUDA graphs, 0.45 s ahead at the end of 06's
+        top rung on one H200), so the host's times start its throughput line high and end it early. No event's own
+        time is on the host's clock; but a sync has just returned, so the last event completed now, and each
+        earlier one the GPU's own elapsed time before it. This costs no synchronisation; an event not yet completed
+        (no sync after all) leaves every step pending, on its host time until a later call.
+        """
+        now = self._now()  # first: the moment the sync returned, before the host work below
+        with self._lock:
+            pending = self._pending
+            if not pending:
+                return 0
+            last = pending[-1][1]
+            try:
+                if not last.query():
+                    return 0
+                before_last_s = [ev.elapsed_time(last) / 1e3 for _row, ev in pending]
+            except Exception:  # events of another device, or made without timing: those steps keep host times
+                self._pending = []
+                return 0
+            for (row, _ev), ahead in zip(pending, before_last_s):
+                # never before the host queued it, nor after now (the GPU's and host's clocks differ by ppm)
+                row["t_done_s"] = min(max(now - ahead, row["t_s"]), now)
+            self._pending = []
+            return len(pending)
 
     def refresh(self) -> None:
         """Redraw the live plot now if it is due (at most ``refresh_hz``): call it from your own loop
@@ -253,9 +291,9 @@ class Monitor:
         if self._view is not None:
             self._view.maybe_refresh()
 
-    def on_train_step(self, rec) -> None:
-        """Adapter for ``train(..., on_step=mon.on_train_step)``."""
-        self.step(images=rec.images, step_ms=rec.step_ms)
+    def on_train_step(self, rec, done: Any = None) -> None:
+        """Adapter for ``train(..., on_step=mon.on_train_step)``; ``done``: the step's CUDA event (:meth:`step`)."""
+        self.step(images=rec.images, step_ms=rec.step_ms, done=done)
 
     def add_phase(self, name: str, wall_start: float, wall_end: float) -> None:
         """Mark a phase that another process timed, from its wall-clock times (``time.time()`` there): the measured

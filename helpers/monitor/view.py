@@ -23,7 +23,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import figure_check
-from .record import ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s, whole_run_window_s
+from .record import (ROLLING_S, MonitorRecord, MonitorSummary, RollingRate, rolling_img_per_s, step_end_s,
+                     whole_run_window_s)
 
 __all__ = ["COLORS", "THROUGHPUT", "throughput_name", "in_notebook", "build_figure", "compare_figure", "LiveSource",
            "LiveView"]
@@ -293,8 +294,8 @@ class _Columns:
                     xs.append(t)
                     ys.append(v)
         xs, ys = self.cols[-1]
-        for s in steps:
-            point = self._rate.add(s["t_s"], s.get("images") or 0)
+        for s in steps:  # when each ended: the GPU's time where a sync gave it (a static figure), else the host's
+            point = self._rate.add(step_end_s(s), s.get("images") or 0)
             if point is not None:
                 xs.append(point[0])
                 ys.append(point[1])

@@ -1,0 +1,81 @@
+"""The final challenge's figures say what they rest on: the report's two throughput charts over one window, each
+rung's utilisation with its sample count, the serving table's p99 with its fewest calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from fakes import tiny_challenge, tiny_session
+
+from helpers.challenge.harness import Submission, judge
+from helpers.challenge.report import write_report
+from helpers.monitor import MonitorRecord, MonitorSummary
+
+
+def _judged():
+    rules, cfg = tiny_challenge()
+    session = tiny_session(rules)
+    return session, judge(Submission("mine", cfg), session)
+
+
+def test_the_reports_two_throughput_charts_use_one_window_the_shorter_runs(tmp_path):
+    """06's report drew the baseline's img/s over 1 s and the top rung's over 0.3 s: two curves smoothed differently."""
+    session, v = _judged()
+
+    def run(name, seconds):  # 100 steps of 32 images over ``seconds``
+        steps = [{"t_s": seconds * i / 99, "images": 32} for i in range(100)]
+        return dataclasses.replace(v, name=name, monitor=MonitorRecord("host", [], 0.1, steps=steps))
+
+    page = write_report(session, [run("baseline", 30.0), run("top", 0.9)], path=tmp_path / "r.html").read_text()
+    windows = re.findall(r"throughput, images over the last ([0-9.]+) s", page)
+    assert len(windows) >= 2 and set(windows) == {"0.3"}  # a third of the shorter run's 0.9 s, for both
+
+
+def test_each_rungs_line_says_how_many_samples_its_utilisation_rests_on():
+    """06's Summary asserted NVML 100% and GPM SM 91.7% for a top rung that trained for about 1.1 s (11 samples)
+    without saying so."""
+    session, v = _judged()
+    assert v.steady_basis() == "" and "samples over" not in str(v)  # a CPU: no NVML figure to qualify
+    steady = MonitorSummary(source="nvml", duration_s=1.0, samples=11, mean_util_pct=100.0, mean_sm_active_pct=91.7,
+                            mean_tensor_active_pct=None, mean_dram_bw_pct=None, peak_used_gib=None,
+                            mem_total_gib=None, peak_allocated_gib=None, mean_power_w=None, slowdown_share=None,
+                            img_per_s=None, steps=96)
+    top = dataclasses.replace(v, steady=steady, nvml_util_pct=100.0, gpm_sm_pct=91.7,
+                              monitor=MonitorRecord("nvml", [0], 0.1), train=dataclasses.replace(v.train, wall_s=1.12))
+    assert top.steady_basis() == "11 samples over the 1.1 s of timed steps"
+    assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of timed steps)" in str(top)
+    two = dataclasses.replace(top, monitor=MonitorRecord("nvml", [0, 1], 0.1),
+                              steady=dataclasses.replace(steady, samples=22))
+    assert two.steady_basis().startswith("11 samples")  # one row per GPU per moment: 11 moments
+
+
+def test_the_serving_sweep_says_how_few_calls_its_least_sampled_p99s_rest_on():
+    """06-25b said "a p99 rests on more than the two slowest calls" beside 8 of 25 rows of 200 calls, whose p99 is
+    passed by exactly two: the sentence now comes from the calls each point took."""
+    from helpers.inference import LatencyPoint, ServingSweep
+
+    def sweep(*calls):
+        return ServingSweep(tuple(LatencyPoint("eager bf16", "bf16", b, 1.0, 2.0, 1.1, n, 0.0)
+                                  for b, n in zip((1, 4, 16, 64, 256), calls)), {}, 32, "cuda")
+
+    assert (sweep(1055, 2000, 200, 200).p99_basis()
+            == "2 of the 4 points took 200 calls, so each of their p99s is passed by only 2 calls; the others took "
+               "more, up to 2,000")
+    assert sweep(200, 200).p99_basis() == "every point took 200 calls, so each p99 is passed by only 2 calls"
+    assert sweep(1055, 350).p99_basis().startswith("1 of the 2 points took 350 calls, so its p99 is passed by only 3")
+    assert ServingSweep((), {}, 32, "cpu").p99_basis() == ""
+
+
+def test_the_table_and_the_report_say_the_step_is_a_median_and_img_s_the_whole_run(tmp_path):
+    """686 img/s beside a 38.4 ms step (833 img/s at batch 32): the two are on different bases, and now say so."""
+    from helpers.challenge.harness import readable_table
+
+    session, v = _judged()
+    assert any(n.startswith("step ms: the median step; img/s: every timed image over the whole timed run")
+               for n in readable_table([v]).notes)
+    page = write_report(session, [v, v], path=tmp_path / "r.html").read_text()
+    mean_ms = 1e3 * v.train.wall_s / v.train.steps
+    from helpers import tables
+
+    assert f"every image over the whole timed run: a mean step of {tables.sig(mean_ms)} ms. Its median step took" in page
