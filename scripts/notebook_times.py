@@ -122,6 +122,24 @@ def _secs(v: float | None) -> str:
     return "not measured yet" if v is None else f"{v:.0f} s"
 
 
+def _course_sentence(full: dict, course: float | None, notebooks: list[str]) -> str:
+    """``make test-gpu``'s one-command time, with the day it was measured; where a notebook's own time is newer, the
+    sentence says the notebooks changed since and what their own times, measured one by one, add up to."""
+    if not course:
+        return ""
+    ff = full["figures"]
+    day = _figures.day_of(full, "full_course_run_s")
+    newer = [nb for nb in notebooks if f"run_s_{nb}" in ff
+             and str(_figures.day_of(full, f"run_s_{nb}")) > str(day)]
+    text = (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`, its "
+            f"notebooks): {_secs(course)} on the {full.get('device', 'H100')}, {day}")
+    if newer:
+        total = sum(ff[f"run_s_{nb}"] for nb in notebooks if f"run_s_{nb}" in ff)
+        text += (f" (not re-measured since; the notebooks have changed, and their own times on that GPU, in the "
+                 f"table, add up to {_secs(total)})")
+    return text + ". "
+
+
 def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | None = None) -> str:
     """The README's run-time table, from the reference GPU's results and the two smoke runs' (any CPU, AVX2 only)."""
     if notebooks is None:
@@ -157,8 +175,7 @@ def readme_block(results_dir: Path = ROOT / "results", notebooks: list[str] | No
              + (f"; `make test` from a fresh clone there, setup included: {_secs(fresh)}"
                 + (f" (at commit {avx2['fresh_clone_commit']})" if avx2.get("fresh_clone_commit") else "")
                 if fresh else "") + ". "
-             + (f"The whole course at full scale, every notebook under nbval from one command (`make test-gpu`, its notebooks): "
-                f"{_secs(course)} on the {full.get('device', 'H100')}. " if course else "") +
+             + _course_sentence(full, course, notebooks) +
              f"Budget: each notebook ≤ {fb.notebook_s:.0f} s and each cell ≤ {fb.cell_s:.0f} s at full scale on one "
              f"H100 (on two GPUs for those that need them); each notebook ≤ {sb.notebook_s:.0f} s and each cell ≤ "
              f"{sb.cell_s:.0f} s at smoke scale on any 2-core CPU.")
