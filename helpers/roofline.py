@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable
 
 import torch
 from torch import nn
@@ -226,11 +227,13 @@ def _ridge_side(ridge: tuple[float, str], x_span: tuple[float, float], width: fl
 
 def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[float, float],
             y_span: tuple[float, float], ridge: tuple[float, str] | None = None, width: float = 440.0,
-            height: float = 300.0) -> dict[int, tuple[str, str]]:
+            height: float = 300.0, roof: Callable[[float], float] | None = None) -> dict[int, tuple[str, str]]:
     """Each point's label and where it goes (plotly's ``textposition``), so that no two are drawn over one another.
     Points that land on one another (the same layer repeated: relu·1, relu·2) share one label on the first of them;
     a label goes above its point where there is room, else below, right or left, and clear of the ridge's label
-    (``ridge``: its intensity and text, in the head room at the top of the plot, right of the ridge's line).
+    (``ridge``: its intensity and text, in the head room at the top of the plot, right of the ridge's line) and of
+    the lines drawn across the plot: the ridge's dotted line and the roof (``roof``: intensity → the roof's y, in
+    the points' units), which a label written across is hard to read.
     Estimated on the plot area of a 700 × 480 figure with its legend, the smallest it is drawn."""
     def px(v: float, span: tuple[float, float], size: float) -> float:
         a, b = math.log10(max(span[0], 1e-30)), math.log10(max(span[1], 1e-30))
@@ -250,6 +253,19 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
     if ridge is not None:
         x, w = px(ridge[0], x_span, width), figure_check.text_width(ridge[1], 12) + 4
         taken.append((x, x + w, -2.0, 16.0) if _ridge_side(ridge, x_span, width) == "right" else (x - w, x, -2.0, 16.0))
+    # the lines, as points every 2 px along them: a label box holding any of them is written across a line
+    lines: list[tuple[float, float]] = []
+    if ridge is not None:
+        xr = px(ridge[0], x_span, width)
+        lines += [(xr, float(y)) for y in range(0, int(height) + 1, 2)]
+    if roof is not None:
+        a, b = math.log10(x_span[0]), math.log10(x_span[1])
+        on_roof = [(float(i), height - px(roof(10 ** (a + (b - a) * i / width)), y_span, height))
+                   for i in range(int(width) + 1)]
+        lines += on_roof
+        # where the roof climbs more than a pixel or two per pixel across, points in between as well
+        lines += [(x0 + (x1 - x0) * j / 8, y0 + (y1 - y0) * j / 8)
+                  for (x0, y0), (x1, y1) in zip(on_roof, on_roof[1:]) if abs(y1 - y0) > 2 for j in range(1, 8)]
     out = {id(p): ("", "top center") for p in points}
     for g in groups:
         name = ", ".join(p.name for p in g)
@@ -267,7 +283,9 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
         def clashes(pos: str) -> int:
             l, r, t, b = boxes[pos]
             outside = l < -4 or r > width + 4 or t < -2 or b > height + 2  # into the axes' ticks or the legend
-            return 3 * outside + sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
+            crossed = any(l <= x <= r and t <= y <= b for x, y in lines)
+            return 3 * outside + 2 * crossed + sum(not (r < l2 or l > r2 or b < t2 or t > b2)
+                                                   for l2, r2, t2, b2 in taken)
 
         pos = min(boxes, key=clashes)  # the first free place, else the one that covers the fewest
         taken.append(boxes[pos])
@@ -298,7 +316,8 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     y_hi = max([*ys.values(), k * ceil.matmul_tflops])
     y_hi *= (y_hi / y_lo) ** 0.12
     ridge_text = f"ridge {ridge:.0f} FLOP/byte"
-    labels = _labels(points, ys, x_span=(lo, hi), ridge=(ridge, ridge_text), y_span=(y_lo, y_hi))
+    labels = _labels(points, ys, x_span=(lo, hi), ridge=(ridge, ridge_text), y_span=(y_lo, y_hi),
+                     roof=lambda x: k * attainable_tflops(x, ceil))
     for kind in kinds:
         pts = [p for p in points if p.kind == kind]
         fig.add_trace(go.Scatter(

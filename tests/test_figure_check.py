@@ -229,6 +229,19 @@ def test_roofline_points_on_one_another_share_a_label_and_near_ones_move_apart()
     assert {conv2, conv3} == {"conv2", "conv3"} and positions[0] != positions[1]  # side by side: apart
 
 
+
+def test_a_roofline_label_goes_where_no_line_crosses_it():
+    """03's and 06's exports wrote kernels' names across the roof and the ridge's dotted line: a label whose box a
+    line runs through is placed elsewhere, where there is room."""
+    pt = roofline.RooflinePoint("pool·1", 70.0, 1.0, "elementwise", 1.0)  # 70 FLOP/byte, 70 on a flat roof of 100
+    ys = {id(pt): 70.0}
+    kw = dict(x_span=(1.0, 1000.0), y_span=(1.0, 1000.0))
+    assert roofline._labels([pt], ys, **kw)[id(pt)][1] == "top center"  # nothing in the way: above its point
+    under_roof = roofline._labels([pt], ys, roof=lambda x: 100.0, **kw)[id(pt)][1]
+    assert under_roof != "top center" and not under_roof.startswith("top")  # above, the roof would cross it
+    beside_ridge = roofline._labels([pt], ys, ridge=(80.0, "ridge 80 FLOP/byte"), **kw)[id(pt)][1]
+    assert beside_ridge not in ("top center", "bottom center", "middle right")  # the ridge runs through those
+
 LONG_DEVICE = "NVIDIA GeForce RTX 4090 Laptop GPU as two-core"  # a learner's GPU under a profile: a long name
 
 

@@ -515,3 +515,24 @@ def test_the_separate_adds_are_set_beside_the_launch_cost_they_repeat():
     assert "13.2 µs each, 1.5× the 8.7 µs per launch measured above" in slow and "1000 tensors of 256" in slow
     cpu = launches.LaunchOverhead(host_us_per_launch=2.0, gpu_us_per_kernel=None, launches=2_000, device="cpu")
     assert "the cost of one tiny op above" in launches.separate_adds_text(cpu, table.assign(ms=[2.1]))
+
+
+def test_attention_figure_marks_where_naive_ran_out_of_memory():
+    """03's export said under its chart that naive attention ran out of memory at 16,384, and the chart showed
+    nothing there: a cross now stands on both panels where L² growth from the longest length that ran puts it."""
+    import pandas as pd
+
+    nan = float("nan")
+    df = pd.DataFrame({"seq_len": [2048, 4096, 8192], "naive ms": [8.0, 31.0, nan], "SDPA ms": [1.6, 5.8, 22.0],
+                       "naive peak GiB": [0.8, 3.1, nan], "SDPA peak GiB": [0.06, 0.1, 0.2],
+                       "naive saved MiB": [nan] * 3, "SDPA saved MiB": [nan] * 3, "SDPA kernel": ["flash"] * 3})
+    fig = attention.sweep_figure(df)
+    marks = [t for t in fig.data if "out of memory" in (t.name or "")]
+    assert len(marks) == 2 and [t.showlegend for t in marks] == [True, False]  # one legend entry for both panels
+    time_mark, mem_mark = marks
+    assert list(time_mark.x) == [4096, 8192] and time_mark.y[1] == pytest.approx(4 * 31.0)
+    assert mem_mark.y[1] == pytest.approx(4 * 3.1) and list(mem_mark.marker.symbol) == ["circle-open", "x"]
+    assert figure_check.problems(fig) == []
+    # every length ran: no mark
+    full = df.assign(**{"naive ms": [8.0, 31.0, 120.0], "naive peak GiB": [0.8, 3.1, 12.0]})
+    assert not [t for t in attention.sweep_figure(full).data if "out of memory" in (t.name or "")]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from helpers import models, profiling, timebox, train
+from helpers import figure_check, models, profiling, timebox, train
 from helpers.memory import accumulation, anatomy, precision, resilient, search, timeline
 from helpers.memory.anatomy import GIB
 
@@ -109,7 +109,9 @@ def test_compare_precisions_trains_each_from_the_same_start():
     assert runs["fp32, no TF32"].losses[0] == pytest.approx(runs["fp32 (PyTorch's default: TF32 convolutions)"].losses[0])
     table = precision.precision_table(runs)
     assert table.loc["fp32 (PyTorch's default: TF32 convolutions)", "× speed vs fp32"] == 1.0
-    assert len(precision.loss_figure(runs).data) == 3
+    fig = precision.loss_figure(runs)
+    assert len(fig.data) == 3 and fig.layout.legend.orientation == "h"  # long names under the plot, not beside it
+    assert figure_check.problems(fig) == []
 
 
 class _Limited(nn.Module):

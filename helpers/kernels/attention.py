@@ -181,6 +181,31 @@ def _check_agree(q, k, v, dout) -> None:
         torch.testing.assert_close(a, b, **tol, msg=lambda m, n=n: f"gradients of {n} disagree: {m}")
 
 
+def _out_of_memory_marks(fig, df: "pandas.DataFrame", name: str, color: str, mem: str) -> None:  # noqa: F821
+    """A cross on both panels at each length where ``name`` ran out of memory, drawn where it would have landed had
+    it grown with L² from its longest length that ran (a dotted line from there): the scores' L × L set both its
+    time and its memory at long lengths. Nothing is drawn where every length ran."""
+    import plotly.graph_objects as go
+
+    ran = df[df[f"{name} ms"].notna()]
+    lost = df[df[f"{name} ms"].isna()]
+    if lost.empty or ran.empty:
+        return
+    last = ran.iloc[-1]
+    for col, key in ((1, f"{name} ms"), (2, f"{name} {mem}")):
+        if not (last[key] == last[key]):  # no figure at its longest length (no allocator on a CPU): nothing to scale
+            continue
+        grow = [(L / last["seq_len"]) ** 2 for L in lost["seq_len"]]
+        fig.add_trace(go.Scatter(x=[last["seq_len"], *lost["seq_len"]], y=[last[key], *(last[key] * g for g in grow)],
+                                 mode="lines+markers", line=dict(color=color, dash="dot", width=1),
+                                 marker=dict(symbol=["circle-open", *["x"] * len(grow)], size=[1, *[11] * len(grow)],
+                                             color=color),
+                                 name=f"{name}: out of memory, × at L² growth",
+                                 showlegend=col == 1, legendgroup=f"{name} oom",
+                                 hovertemplate="L = %{x:,}: out of memory; about %{y:.3g} by L² growth<extra></extra>"),
+                      row=1, col=col)
+
+
 def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     """Time and memory against sequence length, naive vs SDPA, on log axes."""
     import plotly.graph_objects as go
@@ -197,6 +222,7 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
                                  line=dict(color=color)), row=1, col=1)
         fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} {mem}"], name=name, mode="lines+markers",
                                  line=dict(color=color), showlegend=False), row=1, col=2)
+        _out_of_memory_marks(fig, df, name, color, mem)
     fig.update_xaxes(type="log", title="sequence length")
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text="ms", row=1, col=1)
