@@ -554,7 +554,12 @@ def test_a_fragmentation_failure_is_redone_once_at_the_same_micro_batch_before_h
     moves = [(e.micro_batch_before, e.micro_batch_after, e.retried) for e in run.events]
     assert moves == [(64, 64, True), (64, 32, False), (32, 32, True), (32, 16, False)]
     assert run.micro_batch == 16 and run.grad_accum == 4 and len(run.losses) == 2 and len(freed) == 4
-    assert str(run.events[0]).startswith("step 0: micro-batch 64 redone from an empty cache; it asked for 7.66 GiB")
+    assert str(run.events[0]).startswith("step 0: micro-batch 64 redone from an empty cache, after it ran out of "
+                                         "memory: it asked for 7.66 GiB")
+    # the halving after it quotes the redo's own failure, and says so (the same figures, on a GPU that repeats itself)
+    assert str(run.events[1]).startswith("step 0: micro-batch 64 → 32 (× 2 accumulated): the redo ran out of memory "
+                                         "too: it asked for 7.66 GiB")
+    assert [e.redo_failed for e in run.events] == [False, True, False, True]
     assert len(run.halvings) == 2 and len(run.retries) == 2
     line = resilient.settled_reading(run, 32, searched_where="in a fresh process with expandable_segments:True")
     assert line.startswith("It settled on micro-batches of 16, below the 32 the search in a fresh process with "

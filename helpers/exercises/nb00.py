@@ -42,8 +42,8 @@ def check_ceiling_img_per_s(fn: Callable[[float, float], float], *, trials: int 
         try:
             got = fn(tflops, gflop)
         except NotImplementedError:
-            return not_done(name, ref, "Write ceiling_img_per_s and run this cell again ([00-10] measured the "
-                                       "ceilings, [00-12] the FLOPs per image).")
+            return not_done(name, ref, "Write ceiling_img_per_s and run this cell again ([00-11] measured the "
+                                       "ceilings, [00-13] the FLOPs per image).")
         except Exception as e:
             return failed(name, ref, f"Calling it with ({tflops:.3g}, {gflop:.3g}) raised {type(e).__name__}: {e}.")
         want = ref(tflops, gflop)

@@ -115,7 +115,7 @@ def check_baseline_analysis(answer: BaselineAnalysis, evidence: BaselineEvidence
     if (answer.gpu_util_pct is None or blank(answer.bottlenecks) or answer.speedup_if_only_compute_x is None
             or answer.speedup_at_ceiling_x is None):
         return not_done(name, ref, "Fill in all four fields of BaselineAnalysis and run this cell again "
-                                   "([01-06] measured where a step's time goes, [01-17] how far it is from the roof).")
+                                   "([01-07] measured where a step's time goes, [01-18] how far it is from the roof).")
     try:
         util = as_number(answer.gpu_util_pct, what="my_analysis.gpu_util_pct", form="a utilisation in % from 0 to 100, such as "
                                                                         "42.0", low=0, high=100)

@@ -41,6 +41,8 @@ class Backoff:
     # True: the allocator had the memory, in pieces (fragmentation), so the same micro-batch was redone once from an
     # empty cache before any halving
     retried: bool = False
+    # True: this failure was the redo's (the event before it was the retry); its allocator figures are the redo's own
+    redo_failed: bool = False
 
     @property
     def move(self) -> str:
@@ -52,7 +54,16 @@ class Backoff:
                 f"(× {self.grad_accum_after} accumulated)")
 
     def __str__(self) -> str:
-        return self.move + (f"; {self.said}" if self.said else "")
+        """The move, then the failure that caused it in the allocator's figures: for a retry, the first failure
+        (the redo comes after it); after a failed redo, the redo's own, which on a GPU that repeats the same
+        allocations in the same order can read exactly as the first did."""
+        if not self.said:
+            return self.move
+        if self.retried:
+            return f"{self.move}, after it ran out of memory: {self.said}"
+        if self.redo_failed:
+            return f"{self.move}: the redo ran out of memory too: {self.said}"
+        return f"{self.move}; {self.said}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +157,8 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                         "activation checkpointing, a smaller image size, or free memory that other tensors or "
                         f"processes hold. {len(losses)} completed steps and the model are kept.")
                 else:
-                    ev = Backoff(step, micro, micro // 2, accum * 2, _said(message))
+                    redo = bool(events) and events[-1].retried and events[-1].micro_batch_before == micro
+                    ev = Backoff(step, micro, micro // 2, accum * 2, _said(message), redo_failed=redo)
                     micro, accum = micro // 2, accum * 2
                 events.append(ev)
                 if on_backoff is not None:
