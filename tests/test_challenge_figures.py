@@ -43,8 +43,10 @@ def test_each_rungs_line_says_how_many_samples_its_utilisation_rests_on():
                             img_per_s=None, steps=96)
     top = dataclasses.replace(v, steady=steady, nvml_util_pct=100.0, gpm_sm_pct=91.7,
                               monitor=MonitorRecord("nvml", [0], 0.1), train=dataclasses.replace(v.train, wall_s=1.12))
-    assert top.steady_basis() == "11 samples over the 1.1 s of timed steps"
-    assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of timed steps)" in str(top)
+    # the interval as taken (1.1 s over 11 samples), and that the warm-up was not timed
+    assert top.steady_basis() == ("11 samples over the 1.1 s of timed steps, about one every 0.10 s (the warm-up "
+                                  "steps before them untimed)")
+    assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of timed steps, about one every 0.10 s" in str(top)
     two = dataclasses.replace(top, monitor=MonitorRecord("nvml", [0, 1], 0.1),
                               steady=dataclasses.replace(steady, samples=22))
     assert two.steady_basis().startswith("11 samples")  # one row per GPU per moment: 11 moments
@@ -79,3 +81,28 @@ def test_the_table_and_the_report_say_the_step_is_a_median_and_img_s_the_whole_r
     from helpers import tables
 
     assert f"every image over the whole timed run: a mean step of {tables.sig(mean_ms)} ms. Its median step took" in page
+
+
+def test_a_rung_that_gains_speed_and_costs_memory_or_energy_says_both():
+    """06's "+ padded conv1" gained 2.7% img/s on one H200 and took peak memory from 3.75 to 6.61 GiB, energy per
+    image from 29.5 to 33.4 mJ and NVML from 100% to 95%; nothing said so."""
+    from helpers.challenge.ladder import costs_beside_gains
+
+    session, v = _judged()
+    steady = MonitorSummary(source="nvml", duration_s=1.0, samples=6, mean_util_pct=100.0, mean_sm_active_pct=92.0,
+                            mean_tensor_active_pct=None, mean_dram_bw_pct=None, peak_used_gib=None,
+                            mem_total_gib=None, peak_allocated_gib=None, mean_power_w=None, slowdown_share=None,
+                            img_per_s=None, steps=96)
+
+    def rung(name, img_per_s, gib, mj, nvml):
+        return dataclasses.replace(v, name=name, img_per_s=img_per_s, peak_mem_gb=gib * 2**30 / 1e9,
+                                   nvml_util_pct=nvml, steady=dataclasses.replace(steady, j_per_image=mj / 1e3))
+
+    fused = rung("+ fused optimizer", 21_423, 3.75, 29.5, 100.0)
+    padded = rung("+ padded conv1", 22_003, 6.61, 33.4, 95.0)
+    (line,) = costs_beside_gains([fused, padded])
+    assert line == ("+ padded conv1: +2.7% img/s over + fused optimizer, and peak memory 3.75 → 6.61 GiB (+76%), "
+                    "energy per image 29.5 → 33.4 mJ (+13%), NVML utilisation 100% → 95%.")
+    # within the limits: nothing to say; a rung that did not train: left out
+    assert costs_beside_gains([fused, rung("+ same", 22_000, 3.9, 30.0, 99.0)]) == []
+    assert costs_beside_gains([fused, dataclasses.replace(padded, train=None)]) == []

@@ -377,6 +377,8 @@ def test_a_failure_says_whether_it_needed_more_than_the_gpu_or_found_the_memory_
                                                    "block of 18.38 GiB, with 17.80 GiB free")
     assert "less than the GPU has" in lines[0] and "(fragmentation)" in lines[0]
     assert "more than the 78.4 GiB PyTorch could hold" in lines[1]
+    # the card's figure beside it, and where the difference went (04 printed 138.0 here and 139.8 a line later)
+    assert "the rest of the card's 79.2 GiB holds the CUDA context" in lines[1]
     unread = search.BatchSearch("x", (search.Trial(8, True, 1.0, 1.0), search.Trial(16, False, None, None,
                                                                                     "out of memory")), None)
     assert unread.reasons() == ["x, batch 16: out of memory."]

@@ -47,8 +47,12 @@ def test_static_figure_has_four_panels_with_data_and_phase_bands():
     assert "NVML utilisation" in names and "SM activity (GPM)" in names and monitor_view.THROUGHPUT in names
     util = next(t for t in fig.data if t.name == "NVML utilisation")
     assert len(util.x) == 20
-    assert len(fig.layout.shapes) == 2  # one shaded band per phase, the open one drawn to the end
-    assert fig.layout.shapes[1].x1 == pytest.approx(round(19 * 0.25))  # an open band ends at the last sample
+    # one shaded band per phase in each of the four panels, inside the panel (not across the gaps between them)
+    assert len(fig.layout.shapes) == 2 * 4
+    assert {s.yref for s in fig.layout.shapes} == {"y domain", "y2 domain", "y3 domain", "y5 domain"}
+    assert fig.layout.shapes[-1].x1 == pytest.approx(round(19 * 0.25))  # an open band ends at the last sample
+    memory = next(t for t in fig.data if t.name == "NVML used")
+    assert fig.layout["yaxis" + memory.yaxis[1:]].rangemode == "tozero"
     titles = {a.text for a in fig.layout.annotations}
     assert {"utilisation (%)", "memory (GiB)", "throughput (img/s)", "warm-up", "measured"} <= titles
 
@@ -292,3 +296,19 @@ def test_a_short_phase_at_the_end_keeps_its_long_label_inside_the_figure():
     shifted = fig.to_plotly_json()
     next(a for a in shifted["layout"]["annotations"] if a["text"] == phases[1]["name"])["x"] = 5.8
     assert any("runs past the figure's right edge" in p for p in figure_check.problems(shifted))
+
+
+def test_the_power_line_runs_below_the_clock_line_on_their_shared_panel():
+    """02's and 07's exports drew a loaded H200's 570 W and 1,980 MHz on the same pixels: each axis was scaled to
+    its own largest reading. The power's axis now reaches 1.9 × its largest reading, the clock's 1.1 ×."""
+    rec = _record()
+    for i, s in enumerate(rec.samples):
+        s.update(power_w=560.0 + i % 3 * 5, sm_clock_mhz=1980.0)
+    fig = monitor_view.build_figure(rec)
+    power = next(t for t in fig.data if t.name.startswith("power"))
+    clock = next(t for t in fig.data if t.name.startswith("SM clock"))
+    assert power.yaxis != clock.yaxis
+    p_axis, c_axis = fig.layout["yaxis" + power.yaxis[1:]], fig.layout["yaxis" + clock.yaxis[1:]]
+    assert tuple(p_axis.range) == pytest.approx((0, 570.0 * 1.9)) and tuple(c_axis.range) == pytest.approx((0, 2178.0))
+    # as a share of the panel's height: the power line's highest point is below the clock line's lowest
+    assert max(power.y) / p_axis.range[1] < 0.6 < min(clock.y) / c_axis.range[1]

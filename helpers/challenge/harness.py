@@ -151,7 +151,11 @@ class Verdict:
         if self.nvml_util_pct is None or self.train is None:
             return ""
         n = self.steady.samples // max(len(self.monitor.devices), 1)  # one row per GPU per moment
-        return f"{n} sample{'s' if n != 1 else ''} over the {tables.sig(self.train.wall_s, 2)} s of timed steps"
+        wall = self.train.wall_s
+        # the interval as taken, not as asked: reading NVML and GPM on a busy host stretches each period
+        every = f", about one every {tables.sig(wall / n, 2)} s" if n > 1 else ""
+        return (f"{n} sample{'s' if n != 1 else ''} over the {tables.sig(wall, 2)} s of timed steps{every} "
+                "(the warm-up steps before them untimed)")
 
     @property
     def reasons(self) -> list[str]:

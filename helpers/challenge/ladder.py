@@ -30,7 +30,7 @@ from ..train import TrainConfig
 from .harness import Session, Submission, Verdict, judge
 from .rules import Rules
 
-__all__ = ["Rung", "ladder", "top_rung", "climb"]
+__all__ = ["Rung", "ladder", "top_rung", "climb", "costs_beside_gains", "COST_LIMITS"]
 
 
 def _fused(model: nn.Module) -> nn.Module:
@@ -152,3 +152,38 @@ def climb(rungs: list[Rung], session: Session, *, on_verdict: Callable[[Verdict]
         if rung.slow_on_cpu and not on_gpu and before is not None and v.img_per_s < before.img_per_s:
             print(f"  ({rung.name}: {rung.slow_on_cpu})")
     return verdicts
+
+
+#: What a rung may cost beside its gain before :func:`costs_beside_gains` names it: peak memory up a fifth, energy
+#: per image up 5%, NVML utilisation down 3 points (each beyond a rerun's usual spread on one GPU).
+COST_LIMITS = {"memory_pct": 20.0, "energy_pct": 5.0, "nvml_pts": 3.0}
+
+
+def costs_beside_gains(verdicts: list[Verdict]) -> list[str]:
+    """One sentence for each rung that, beside its change in img/s over the rung before, cost memory, energy per
+    image or utilisation beyond :data:`COST_LIMITS`, written from the two verdicts:
+
+        for line in costs_beside_gains(verdicts):
+            print(line)
+
+    A speed-up is one column of a trade: 06's "+ padded conv1" on one H200 gained 2.7% img/s and took peak memory
+    from 3.75 to 6.61 GiB. Rungs that did not train, and figures a machine cannot measure (energy on a CPU), are
+    left out."""
+    out = []
+    for prev, cur in zip(verdicts, verdicts[1:]):
+        if prev.train is None or cur.train is None or not (prev.img_per_s > 0):
+            continue
+        costs = []
+        a, b = prev.peak_mem_gib, cur.peak_mem_gib
+        if a and b and 100 * (b / a - 1) >= COST_LIMITS["memory_pct"]:
+            costs.append(f"peak memory {a:.2f} → {b:.2f} GiB ({100 * (b / a - 1):+.0f}%)")
+        a, b = prev.j_per_image, cur.j_per_image
+        if a and b and 100 * (b / a - 1) >= COST_LIMITS["energy_pct"]:
+            costs.append(f"energy per image {1e3 * a:.1f} → {1e3 * b:.1f} mJ ({100 * (b / a - 1):+.0f}%)")
+        a, b = prev.nvml_util_pct, cur.nvml_util_pct
+        if a is not None and b is not None and a - b >= COST_LIMITS["nvml_pts"]:
+            costs.append(f"NVML utilisation {a:.0f}% → {b:.0f}%")
+        if costs:
+            gain = 100 * (cur.img_per_s / prev.img_per_s - 1)
+            out.append(f"{cur.name}: {gain:+.1f}% img/s over {prev.name}, and " + ", ".join(costs) + ".")
+    return out

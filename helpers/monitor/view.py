@@ -131,6 +131,8 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
         fig._monitor_traces.append(None)
         fig.update_yaxes(rangemode="tozero", tickformat=",", row=rows[every[-1]], col=1)
     fig.update_yaxes(range=[0, 105], row=1, col=1)
+    if _PANELS[1] in rows:  # memory from zero: 3 GiB over 1 GiB reads as three times, not as the top of the axis
+        fig.update_yaxes(rangemode="tozero", row=rows[_PANELS[1]], col=1)
     if power in rows:  # from zero, in whole units: a steady clock (1,980 MHz) otherwise fills the axis with
         # ticks a fraction of a MHz apart (1,980.633, 1,980.219, ...). The clock's axis lies over the power's, and
         # plotly ticks such an axis at the other's gridlines (0, 720, 1,440 MHz): it gets its own round steps
@@ -168,7 +170,34 @@ def _apply(fig, cols: "_Columns", phases: list[dict], window_s: float | None, ma
     hi = max([t_end, *xs, *ends])
     if fix_axis and hi > lo:
         fig.update_xaxes(range=[lo, hi])
+    _power_below_clock(fig)
     _draw_phases(fig, phases, t_end, lo, hi)
+
+
+#: The power axis's top, as a multiple of its largest reading: the power line stays in the panel's lower half.
+POWER_AXIS_HEADROOM = 1.9
+#: The SM clock axis's top, as a multiple of its largest reading: the clock's line runs near the panel's top.
+CLOCK_AXIS_HEADROOM = 1.1
+
+
+def _power_below_clock(fig) -> None:
+    """Both axes of the power panel from zero, the power's up to :data:`POWER_AXIS_HEADROOM` × its largest reading
+    and the clock's to :data:`CLOCK_AXIS_HEADROOM` ×: the power line in the lower half, the clock's near the top.
+    Each scaled to its own largest reading, a loaded H200's 570 W and 1,980 MHz drew on the same pixels (02's tuned
+    loader, 07's rungs), and neither line could be read."""
+    tops: dict[tuple[str, bool], float] = {}
+    for tr in fig.data:
+        name = tr.name or ""
+        power = name.startswith("power")
+        if not (power or name.startswith("SM clock")):
+            continue
+        ys = [float(v) for v in (tr.y if tr.y is not None else ()) if v is not None and v == v]
+        if ys:
+            key = (tr.yaxis or "y", power)
+            tops[key] = max(tops.get(key, 0.0), max(ys))
+    for (axis, power), top in tops.items():
+        if top > 0:
+            fig.layout["yaxis" + axis[1:]].range = [0, top * (POWER_AXIS_HEADROOM if power else CLOCK_AXIS_HEADROOM)]
 
 
 def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: float | None = None) -> None:
@@ -180,10 +209,13 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     if getattr(fig, "_phase_bands", None) == bands:
         return
     fig._phase_bands = bands
+    # one band per panel, inside its plot area: a band over the whole figure ran through the gaps between the
+    # panels and under their titles
+    panels = [k.replace("axis", "") for k in fig.layout if k.startswith("yaxis") and not fig.layout[k].overlaying]
     fig.layout.shapes = [
-        dict(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1,
+        dict(type="rect", xref="x", yref=f"{y} domain", x0=start, x1=end, y0=0, y1=1,
              fillcolor=COLORS[i % len(COLORS)], opacity=0.08, line_width=0, layer="below")
-        for i, (_name, start, end) in enumerate(bands)
+        for i, (_name, start, end) in enumerate(bands) for y in sorted(panels)
     ]
     margin = fig.layout.margin
     dom = fig.layout.xaxis.domain or (0.0, 1.0)  # a second y axis on the right (the SM clock) narrows the plot
