@@ -44,8 +44,9 @@ def test_each_rungs_line_says_how_many_samples_its_utilisation_rests_on():
     top = dataclasses.replace(v, steady=steady, nvml_util_pct=100.0, gpm_sm_pct=91.7,
                               monitor=MonitorRecord("nvml", [0], 0.1), train=dataclasses.replace(v.train, wall_s=1.12))
     # the interval as taken (1.1 s over 11 samples), and that the warm-up was not timed
-    assert top.steady_basis() == ("11 samples over the 1.1 s of timed steps, about one every 0.10 s (the warm-up "
-                                  "steps before them untimed)")
+    assert top.steady_basis() == ("11 samples over the 1.1 s of timed steps, about one every 0.10 s, after untimed "
+                                  "warm-up steps")
+    assert str(top).count("(") == str(top).count(")") and "((" not in str(top) and "))" not in str(top)
     assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of timed steps, about one every 0.10 s" in str(top)
     two = dataclasses.replace(top, monitor=MonitorRecord("nvml", [0, 1], 0.1),
                               steady=dataclasses.replace(steady, samples=22))

@@ -154,8 +154,9 @@ class Verdict:
         wall = self.train.wall_s
         # the interval as taken, not as asked: reading NVML and GPM on a busy host stretches each period
         every = f", about one every {tables.sig(wall / n, 2)} s" if n > 1 else ""
-        return (f"{n} sample{'s' if n != 1 else ''} over the {tables.sig(wall, 2)} s of timed steps{every} "
-                "(the warm-up steps before them untimed)")
+        # no parentheses: the verdict's line already sets this sentence in them
+        return (f"{n} sample{'s' if n != 1 else ''} over the {tables.sig(wall, 2)} s of timed steps{every}, "
+                "after untimed warm-up steps")
 
     @property
     def reasons(self) -> list[str]:
