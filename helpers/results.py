@@ -215,6 +215,11 @@ def comparison_table(path: Path | str | None = None, *, baseline: str = "baselin
     data = load(path)
     rows = {k: v for k, v in data["comparison"].items()
             if upto is None or not isinstance(v.get("notebook"), str) or v["notebook"] <= upto}
+    # in course order, the baseline first: a row measured again moves to the end of the file, and 02's table once
+    # listed 01's baseline under 02's own rows
+    order = {k: i for i, k in enumerate(rows)}
+    rows = dict(sorted(rows.items(), key=lambda kv: (kv[0] != baseline, str(kv[1].get("notebook") or ""),
+                                                      order[kv[0]])))
     df = pd.DataFrame.from_dict(rows, orient="index")
     df = df.drop(columns=["notebook"], errors="ignore")
     if not df.empty and baseline in rows and "img_per_s" in df:

@@ -58,6 +58,17 @@ def test_a_notebooks_comparison_leaves_out_the_rows_later_notebooks_measured_in_
     assert len(results.comparison_table(path)) == 3  # every row, as the README's and a results reader's table
 
 
+
+def test_the_comparison_lists_the_baseline_first_and_the_rest_in_course_order(tmp_path):
+    """02's export listed 01's baseline under 02's rows: on that GPU, 02 had recorded its rows before 01 first ran."""
+    path = tmp_path / "gpu.json"
+    results.add_comparison_row("compiled_step", {"img_per_s": 15000.0}, notebook="03_kernels", path=path)
+    results.add_comparison_row("loader_tuned", {"img_per_s": 4500.0}, notebook="02_dataloader", path=path)
+    results.add_comparison_row("baseline", {"img_per_s": 500.0}, notebook="01_baseline", path=path)
+    assert list(results.load(path)["comparison"]) == ["compiled_step", "loader_tuned", "baseline"]  # file order
+    assert list(results.comparison_table(path).index) == ["baseline", "loader_tuned", "compiled_step"]
+
+
 def test_missing_file_loads_empty(tmp_path):
     assert results.load(tmp_path / "none.json") == {"figures": {}, "comparison": {}}
 
