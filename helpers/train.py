@@ -590,10 +590,10 @@ class Trainer:
                 while win.more():
                     rec = self.step()
                     win.tick()
+                    if monitor is not None:  # first: a callback that reads the monitor (a scrape) sees this step
+                        monitor.on_train_step(rec, done=self._done_event())
                     if on_step is not None:
                         on_step(rec)
-                    if monitor is not None:
-                        monitor.on_train_step(rec, done=self._done_event())
                 self._sync()  # note: the clock is read only after the GPU has finished
                 wall = time.perf_counter() - start - (self.spot_check_s - spot_before)
                 if monitor is not None:  # after the clock: its host work is not the run's

@@ -49,6 +49,18 @@ def test_reference_baseline_is_the_seed_lab_loop():
     assert smoke.steps < full.steps and smoke.image_size < full.image_size
 
 
+def test_a_step_callback_sees_the_monitor_count_its_step():
+    """01 scraped its metrics endpoint from the step callback at "measured step 20 of 40" and read
+    train_steps_total 39: the callback ran before the monitor counted the step."""
+    from helpers.monitor import Monitor
+
+    counted = []
+    with Monitor(live=False, period_s=0.05) as mon:
+        train.Trainer(TINY).run(monitor=mon, on_step=lambda rec: counted.append(len(mon.record.steps)))
+    # the warm-up's step, then each measured step counted before its callback
+    assert counted == [TINY.warmup_steps + i for i in range(1, TINY.steps + 1)]
+
+
 def test_a_run_measures_every_field():
     seen = []
     res = train.train(TINY, on_step=seen.append)
