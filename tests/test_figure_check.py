@@ -87,8 +87,8 @@ def test_every_log_chart_the_helpers_draw_has_readable_ticks():
 
     df = pd.DataFrame({"seq_len": [256, 512, 1024, 2048, 4096], "naive ms": [0.2, 0.6, 2.1, 8.0, 31.0],
                        "SDPA ms": [0.1, 0.2, 0.5, 1.6, 5.8], "naive peak GiB": [0.01, 0.05, 0.2, 0.8, 3.1],
-                       "SDPA peak GiB": [0.01, 0.02, 0.03, 0.06, 0.1], "naive saved MiB": [None] * 5,
-                       "SDPA saved MiB": [None] * 5, "SDPA kernel": ["flash"] * 5})
+                       "SDPA peak GiB": [0.01, 0.02, 0.03, 0.06, 0.1], "naive kept for backward MiB": [None] * 5,
+                       "SDPA kept for backward MiB": [None] * 5, "SDPA kernel": ["flash"] * 5})
     serving = ServingSweep(points=tuple(LatencyPoint(v, "bf16", b, 0.5 + b / 100, 0.6 + b / 90, 0.55 + b / 95, 100, 0.0)
                                         for v in ("eager", "compiled") for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)),
                            skipped={}, image_size=224, device="H100")

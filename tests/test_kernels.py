@@ -332,7 +332,7 @@ def test_attention_sweep_table_and_figure(monkeypatch):
     monkeypatch.setattr(bench, "time_it", lambda fn, **kw: warmed.append(kw["warmup_s"]) or time_it(fn, **kw))
     df = attention.sweep([32, 64], batch=1, heads=2, head_dim=8, repeats=2, warmup_s=0.01)
     assert warmed == [0.01] * 4  # each variant at each length warmed up for a while, not the first length alone
-    assert list(df.seq_len) == [32, 64] and (df["naive saved MiB"] > df["SDPA saved MiB"]).all()
+    assert list(df.seq_len) == [32, 64] and (df["naive kept for backward MiB"] > df["SDPA kept for backward MiB"]).all()
     assert df["naive peak GiB"].isna().all()  # no allocator peak on a CPU: not made up
     fig = attention.sweep_figure(df)
     assert len(fig.data) == 4 and figure_check.problems(fig) == []
@@ -525,7 +525,7 @@ def test_attention_figure_marks_where_naive_ran_out_of_memory():
     nan = float("nan")
     df = pd.DataFrame({"seq_len": [2048, 4096, 8192], "naive ms": [8.0, 31.0, nan], "SDPA ms": [1.6, 5.8, 22.0],
                        "naive peak GiB": [0.8, 3.1, nan], "SDPA peak GiB": [0.06, 0.1, 0.2],
-                       "naive saved MiB": [nan] * 3, "SDPA saved MiB": [nan] * 3, "SDPA kernel": ["flash"] * 3})
+                       "naive kept for backward MiB": [nan] * 3, "SDPA kept for backward MiB": [nan] * 3, "SDPA kernel": ["flash"] * 3})
     fig = attention.sweep_figure(df)
     marks = [t for t in fig.data if "out of memory" in (t.name or "")]
     assert len(marks) == 2 and [t.showlegend for t in marks] == [True, False]  # one legend entry for both panels

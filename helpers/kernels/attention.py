@@ -141,14 +141,14 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                 except torch.OutOfMemoryError:
                     torch.cuda.empty_cache()
         for name, fn in variants.items():
-            out_of_memory = {f"{name} {c}": float("nan") for c in ("ms", "peak GiB", "saved MiB")}
+            out_of_memory = {f"{name} {c}": float("nan") for c in ("ms", "peak GiB", "kept for backward MiB")}
             if not times[name]:  # it ran out of memory in its first round
                 row.update(out_of_memory)
                 continue
             try:
                 row[f"{name} ms"] = statistics.median(times[name])
                 row[f"{name} peak GiB"] = _peak_gib(steps[name], dev)
-                row[f"{name} saved MiB"] = saved_bytes(fn, q, k, v) / 2**20
+                row[f"{name} kept for backward MiB"] = saved_bytes(fn, q, k, v) / 2**20
             except torch.OutOfMemoryError:
                 row.update(out_of_memory)
                 torch.cuda.empty_cache()
@@ -157,10 +157,10 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     df = pd.DataFrame(rows)
     df.attrs["cut"] = box.cut
     df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
-    mem = "peak GiB" if dev.type == "cuda" else "saved MiB"
+    mem = "peak GiB" if dev.type == "cuda" else "kept for backward MiB"
     df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])
     oom = "out of memory at this length"
-    df.attrs["missing"] = {**{f"{n} {c}": oom for n in ("naive", "SDPA") for c in ("ms", "saved MiB")},
+    df.attrs["missing"] = {**{f"{n} {c}": oom for n in ("naive", "SDPA") for c in ("ms", "kept for backward MiB")},
                            **{f"{n} peak GiB": "no GPU allocator on a CPU" if dev.type != "cuda" else oom
                               for n in ("naive", "SDPA")},
                            "SDPA speed-up": oom, "memory saved %": oom}
@@ -211,7 +211,7 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    mem = "peak GiB" if df["naive peak GiB"].notna().any() else "saved MiB"
+    mem = "peak GiB" if df["naive peak GiB"].notna().any() else "kept for backward MiB"
     what = ("GiB at the allocator's peak, above the inputs" if mem == "peak GiB"
             else "MiB that autograd keeps for the backward pass")
     # short panel titles and one-word axis titles (the units); what the memory is goes under the figure's title: a
