@@ -114,6 +114,20 @@ def test_a_search_says_when_fragmentation_not_the_memory_stopped_it():
                               "card's 79.0 GiB at about 3,900: fragmentation stopped it 47% short")
     # no capacity (a CPU): nothing to say
     assert search.BatchSearch("x", tuple(trials), None, None, None).edge_reading() == ""
+    assert "slowly" not in reading  # every batch that fitted ran at 100 img/s
+
+
+def test_a_search_says_when_its_largest_batch_ran_slowly():
+    """04's fp32 search on one H200 fitted 3,328 at 2,428 img/s, after 5,219 at 3,072: no sentence said so."""
+    speeds = {256: 5434.0, 1024: 5351.0, 3072: 5219.0, 3328: 2428.0}
+    trials = [search.Trial(b, True, 0.04 * b, ips) for b, ips in speeds.items()] + [
+        search.Trial(3456, False, None, None, "out of memory", asked_gib=9.0, free_gib=3.0, cached_gib=0.1,
+                     live_gib=136.0)]
+    reading = search.BatchSearch("fp32", tuple(trials), None, None, 139.8).edge_reading()
+    assert "It fits, but slowly: 2,428 img/s at 3,328 against 5,434 at 256 (-55%)" in reading
+    assert reading.endswith("The largest batch that fits is not the fastest.")
+    fast = [search.Trial(b, True, 0.04 * b, 5000.0) for b in speeds] + trials[-1:]
+    assert "slowly" not in search.BatchSearch("fp32", tuple(fast), None, None, 139.8).edge_reading()
 
 
 def test_a_back_off_says_what_the_allocator_had():

@@ -174,8 +174,26 @@ class BatchSearch:
                 f"card's {self.capacity_gib:.1f} GiB at about {at_cap:,}")
         if "fragmentation" in causes and largest < 0.95 * at_cap:
             return (line + f": fragmentation stopped it {100 * (1 - largest / at_cap):.0f}% short of what the memory "
-                           "holds, not the memory itself.")
-        return line + "."
+                           "holds, not the memory itself." + self._edge_slowdown())
+        return line + "." + self._edge_slowdown()
+
+    #: A largest batch this much slower than the best batch below it is said to have slowed at the edge.
+    EDGE_SLOWDOWN = 0.8
+
+    def _edge_slowdown(self) -> str:
+        """" It fits, but slowly: …" where the largest batch that fitted ran below :data:`EDGE_SLOWDOWN` × the best
+        img/s of the batches below it (04's fp32 on one H200: 2,428 img/s at 3,328 against 5,219 at 3,072)."""
+        ok = sorted((t for t in self.trials if t.fits and t.img_per_s), key=lambda t: t.batch)
+        if len(ok) < 2:
+            return ""
+        last, best = ok[-1], max(ok[:-1], key=lambda t: t.img_per_s)
+        if last.img_per_s >= self.EDGE_SLOWDOWN * best.img_per_s:
+            return ""
+        return (f" It fits, but slowly: {last.img_per_s:,.0f} img/s at {last.batch:,} against {best.img_per_s:,.0f} "
+                f"at {best.batch:,} ({100 * (last.img_per_s / best.img_per_s - 1):+.0f}%). With so little memory "
+                "left, the allocator must free its cache and ask the driver again during a step, and cuDNN picks "
+                "algorithms that need less scratch memory; which of the two cost the time here was not measured. "
+                "The largest batch that fits is not the fastest.")
 
     def reasons(self) -> list[str]:
         """One sentence per batch that did not fit: what stopped it, from what the allocator reported when it failed
