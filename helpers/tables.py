@@ -22,6 +22,7 @@ How a column reads follows from its name, as the course names things (``img_per_
   stand-in ceilings; bytes the L2 cache served). A share above 100% nobody explained gets a note saying so, and
   the notebook runs flag it (:func:`unreadable_cells`): a figure past its roof is a wrong roof or a wrong count
   until a reason says otherwise.
+- ``attrs["notes"] = [sentence, ...]``: sentences about the table's figures, shown under it with the others.
 - ``attrs["spread"] = column``: a column of relative spreads in %; the row's numbers get the significant
   figures that spread supports (:func:`digits_for_spread`); ``attrs["spread_of"] = [columns]``: only those
   (the timed figures, not a compile time measured once beside them).
@@ -321,6 +322,8 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
             names = _row_names(df)
             rows = ", ".join(str(label(names.get(r, r))) for r in over)
             notes.setdefault(f"Above 100% in {label(col)} ({rows}): {reason or ABOVE_ROOF_UNEXPLAINED}", [])
+    for sentence in df.attrs.get("notes", ()):  # what the code that built the table says about its figures
+        notes.setdefault(str(sentence).rstrip("."), [])
     shown = pd.DataFrame(dict(enumerate(cells)), index=df.index)
     shown.columns = [label(c) for c in df.columns]
     if df.index.nlevels == 1 and str(df.index.dtype).startswith("float"):

@@ -108,6 +108,22 @@ def test_a_cpus_ladder_rows_show_no_mfu_and_say_why(tmp_path):
     assert lb.table("NVIDIA H100 80GB HBM3", path=gpu).loc[1, "mfu_pct"] == pytest.approx(100 * 1000 / CEILING)
 
 
+def test_a_row_whose_sm_activity_reads_above_its_utilisation_says_why(tmp_path):
+    """06's leaderboard showed the reference solution at GPM SM 87.4% beside NVML 86.7%, which 00 teaches cannot be
+    at one moment: the table now says the two are means over different windows."""
+    from helpers.tables import readable
+
+    db = tmp_path / "lb.sqlite"
+    lb.add(_sealed(db, "reference", {"nvml_util_pct": 86.7, "gpm_sm_pct": 87.4}), path=db)
+    lb.add(_sealed(db, "other", {**_figures(5000.0), "nvml_util_pct": 95.0, "gpm_sm_pct": 80.0}), path=db)
+    notes = readable(lb.table("NVIDIA H100 80GB HBM3", path=db)).notes
+    (said,) = [n for n in notes if "GPM's SM activity reads above" in n]
+    assert "utilisation for reference:" in said and "for other" not in said and "different windows" in said
+    plain = tmp_path / "plain.sqlite"
+    lb.add(_sealed(plain, "other", {"nvml_util_pct": 95.0, "gpm_sm_pct": 80.0}), path=plain)
+    assert not [n for n in readable(lb.table("NVIDIA H100 80GB HBM3", path=plain)).notes if "GPM's SM" in n]
+
+
 def test_the_key_is_made_once_beside_the_database_private_and_ignored_by_git(tmp_path):
     db = tmp_path / "lb.sqlite"
     _sealed(db)

@@ -365,7 +365,30 @@ def _board(df, kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
     return out
 
 
+def _sm_above_util_note(out) -> list[str]:
+    """A note where a row's GPM SM activity reads above its NVML utilisation (06's reference solution on one H200:
+    87.4% against 86.7%), which 00 teaches cannot happen at one moment: the two means are not of one moment."""
+    import pandas as pd
+
+    nvml = pd.to_numeric(out["nvml_util_pct"], errors="coerce")
+    gpm = pd.to_numeric(out["gpm_sm_pct"], errors="coerce")
+    above = out.index[(gpm > nvml).to_numpy()]
+    if len(above) == 0:
+        return []
+    names = ", ".join(str(out.loc[r, "name"]) for r in above)
+    return [f"GPM's SM activity reads above NVML's utilisation for {names}: at one moment it cannot (a busy SM "
+            "means a kernel is running), but the two are means of different windows (NVML's over the driver's own "
+            "sample period before each read, GPM's between two of the monitor's reads), so over a run of a second "
+            "or two one mean can pass the other by a point or so"]
+
+
 def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
+    out = _board_of_one_figures(df, kind)
+    out.attrs["notes"] = _sm_above_util_note(out)
+    return out
+
+
+def _board_of_one_figures(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
 
     if kind == "to_target":
