@@ -61,6 +61,14 @@ def test_a_step_callback_sees_the_monitor_count_its_step():
     assert counted == [TINY.warmup_steps + i for i in range(1, TINY.steps + 1)]
 
 
+def test_a_summary_says_why_img_per_s_reads_below_batch_over_the_median_step():
+    res = train.train(TINY)
+    assert "wall clock, below" not in dataclasses.replace(
+        res, img_per_s=TINY.batch_size / (res.step_ms_median / 1e3)).summary()
+    slow = dataclasses.replace(res, img_per_s=0.9 * TINY.batch_size / (res.step_ms_median / 1e3))
+    assert "img/s is images over the wall clock, below the" in slow.summary()
+
+
 def test_a_run_measures_every_field():
     seen = []
     res = train.train(TINY, on_step=seen.append)
