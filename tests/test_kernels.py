@@ -261,7 +261,9 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
     assert g.gpu_busy_pct == pytest.approx(100 * 72 / 81) and g.gap_us == pytest.approx(0.5)
     assert g.bound == pytest.approx(584 / 69)
     text = str(g)
-    assert "The replay's 18 kernels (copies included) take 72 µs" in text and "the other 9 µs is 0.5 µs" in text
+    # 03's export gave "the GPU's own time is 68 µs" and "72 µs" a line apart for one replay: each now says whose
+    assert "the eager call's kernels take 69 µs on the GPU, so the bound is 8.5×" in text
+    assert "copies of the input in and the output out: 18 kernels, 72 µs" in text and "the other 9 µs is 0.5 µs" in text
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
     assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)

@@ -126,11 +126,12 @@ class GraphSpeedup:
                 f"{self.rounds} rounds of {self.calls} calls each way ranged {self.low:.1f}× to {self.high:.1f}×)")
         if self.kernel_us is None:
             return text
-        text += f"; the GPU's own time is {self.kernel_us:.0f} µs, so the bound is {self.bound:.1f}×"
+        text += (f"; the eager call's kernels take {self.kernel_us:.0f} µs on the GPU, so the bound is "
+                 f"{self.bound:.1f}×")
         if self.gap_us is None:
             return text + f" and the replay keeps the GPU busy {self.gpu_busy_pct:.0f}% of its time"
-        return text + (f". The replay's {self.replay_kernels:.0f} kernels (copies included) take "
-                       f"{self.replay_kernel_us:.0f} µs: they keep the GPU busy {self.gpu_busy_pct:.0f}% of its time, "
+        return text + (f". The replay runs those kernels and its copies of the input in and the output out: "
+                       f"{self.replay_kernels:.0f} kernels, {self.replay_kernel_us:.0f} µs; they keep the GPU busy {self.gpu_busy_pct:.0f}% of its time, "
                        f"and the other {self.graph_us - self.replay_kernel_us:.0f} µs is {self.gap_us:.1f} µs "
                        "between one kernel and the next, which a graph shortens but cannot remove")
 
