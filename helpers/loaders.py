@@ -329,8 +329,17 @@ def worker_sweep_figure(sweep: "pandas.DataFrame", *, cores: int, batch_size: in
     above the data (a label beside the line's middle sat on the measured curve)."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Scatter(x=sweep.num_workers, y=sweep.img_per_s, mode="lines+markers", name="img/s"))
-    fig.add_vline(x=cores, line_dash="dash")
+    fig = go.Figure(go.Scatter(x=sweep.num_workers, y=sweep.img_per_s, mode="lines", name="img/s",
+                               line=dict(color="#1f77b4"), showlegend=False))
+    # where each point comes from, told apart: measured by the sweep, or read from the grid above it
+    source = sweep["source"] if "source" in sweep else ["measured"] * len(sweep)
+    for src, symbol, name in (("measured", "circle", "measured by the sweep"), ("grid", "circle-open",
+                                                                              "from the grid above")):
+        pick = [s == src for s in source]
+        if any(pick):
+            fig.add_trace(go.Scatter(x=sweep.num_workers[pick], y=sweep.img_per_s[pick], mode="markers", name=name,
+                                     marker=dict(symbol=symbol, size=9, color="#1f77b4", line=dict(width=2))))
+    fig.add_vline(x=cores, line_dash="dash", layer="below")  # under the points: the marker at that count shows
     fig.add_annotation(x=cores, y=1, yref="paper", yanchor="bottom", xanchor="center", showarrow=False,
                        text=f"{cores} usable cores")
     fig.update_layout(title=f"Loader img/s against num_workers (batch {batch_size})", xaxis_title="num_workers",

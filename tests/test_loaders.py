@@ -181,6 +181,12 @@ def test_the_worker_sweep_names_the_cores_above_the_data_and_the_first_gain_is_a
     (label,) = fig.layout.annotations
     assert label.text == "16 usable cores" and label.yref == "paper" and label.y >= 1 and label.yanchor == "bottom"
     assert figure_check.problems(fig) == []
+    # the cores' line under the points (02's export hid the 16-worker marker), the grid's points told apart
+    assert fig.layout.shapes[0].layer == "below"
+    mixed = sweep.assign(source=["grid", "measured", "measured", "grid", "measured", "measured", "measured"])
+    marks = {t.name: list(t.x) for t in loaders.worker_sweep_figure(mixed, cores=16, batch_size=128).data
+             if t.mode == "markers"}
+    assert marks == {"measured by the sweep": [1, 2, 8, 16, 24], "from the grid above": [0, 4]}
     t = loaders.worker_sweep_table(sweep)
     gains = list(t.shown.iloc[:, -1])
     assert gains[0] == "—" and gains[1] != "—" and any("no row before it" in n for n in t.notes)
