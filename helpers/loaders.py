@@ -265,6 +265,7 @@ def heatmap(df: "pandas.DataFrame", *, title: str = "Loader throughput (img/s)")
         fig.add_trace(go.Heatmap(
             z=sub.values, x=[str(c) for c in sub.columns], y=[str(r) for r in sub.index], zmin=0, zmax=zmax,
             colorscale="Viridis", showscale=i == len(pins), text=text,
+            colorbar=dict(title=dict(text="img/s"), tickformat=","),  # named, and 3,000 as the cells write it
             texttemplate="%{text}", hovertemplate="batch %{y}, %{x} workers: %{z:,.0f} img/s<extra></extra>",
         ), row=1, col=i)
         if here:  # category axes place cell k at k: its outline runs from k - 0.5 to k + 0.5

@@ -44,6 +44,8 @@ def test_grid_best_and_heatmap(dataset):
     assert pinned.text[1][1].startswith("★ ") and "★" not in "".join(sum(map(list, pinned.text[:1]), []))
     (outline,) = fig.layout.shapes  # around the best cell (batch 16 is row 1, 1 worker column 1), its value kept
     assert (outline.x0, outline.x1, outline.y0, outline.y1, outline.xref) == (0.5, 1.5, 0.5, 1.5, "x2")
+    # the colour bar is named and writes thousands as the cells do (02's read "3000" beside cells of "3,951")
+    assert pinned.colorbar.title.text == "img/s" and pinned.colorbar.tickformat == ","
 
 
 def test_worker_sweep_goes_one_step_past_the_cores(dataset, monkeypatch):
