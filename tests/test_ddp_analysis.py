@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from helpers.ddp import cluster, overlap, scaling
@@ -47,6 +48,66 @@ def test_communication_share_per_image_accounts_for_accumulation():
     assert table.loc["local", "share of the step %"] == pytest.approx(0)
     assert len(scaling.variants_figure(table, title="t").data) == 1
 
+
+def test_accumulation_is_measured_against_a_no_sync_run_of_its_own_shape():
+    # 4 × 64 with no all-reduce takes 36 ms against 30 ms for one batch of 256: compute, not communication. One
+    # all-reduce per step then adds 1 ms to each shape; against the 256 baseline the accumulation would read 7 ms.
+    stats = {"local": _stats("local", 2, 256, 30.0), "synced": _stats("synced", 2, 256, 31.0),
+             "local 4x64": RunStats("local 4x64", 2, 64, 256, 36.0, 35.0, 37.0, True),
+             "synced 4x64": RunStats("synced 4x64", 2, 64, 256, 37.0, 36.0, 38.0, True),
+             "8x32": RunStats("8x32", 2, 32, 256, 40.0, 39.0, 41.0, True)}
+    table = scaling.variants_table(stats, local=["local", "local 4x64"])
+    assert table.loc["synced 4x64", "communication not hidden, ms per image"] == pytest.approx(1 / 256)
+    assert table.loc["synced 4x64", "share of the step %"] == pytest.approx(100 / 37)
+    assert table.loc["synced", "share of the step %"] == pytest.approx(100 / 31)
+    assert table.loc["synced 4x64", "against"] == "local 4x64" and table.loc["synced", "against"] == "local"
+    assert table.loc["8x32", "against"] == "" and pd.isna(table.loc["8x32", "share of the step %"])  # no baseline
+    one = scaling.variants_table(stats, local="local")  # one baseline: only its own shape is compared
+    assert pd.isna(one.loc["synced 4x64", "share of the step %"])
+    # an empty cell says why (a notebook's table with an unexplained empty cell fails its run)
+    from helpers.tables import readable
+    assert any("no no_sync run of this row's micro-batch shape" in n for n in readable(one).notes)
+
+
+def test_the_hidden_share_timed_and_said_beside_htas_overlap():
+    synced, local = _stats("synced", 2, 256, 31.0), _stats("local", 2, 256, 30.2)
+    # 0.8 ms added to the step by an all-reduce of 1.45 ms alone: 45% of it hidden
+    assert scaling.hidden_fraction(synced, local, 1.45) == pytest.approx(1 - 0.8 / 1.45)
+    assert scaling.hidden_fraction(local, synced, 1.45) == 1.0  # faster than no_sync: noise, all hidden
+    assert scaling.hidden_fraction(_stats("s", 2, 256, 40.0), local, 1.45) == 0.0  # slower than the all-reduce alone
+    with pytest.raises(ValueError):
+        scaling.hidden_fraction(synced, local, 0.0)
+    h = scaling.hidden_fraction(synced, local, 1.45)
+    apart = overlap.hidden_two_ways(92.4, 0.8, 1.45, h)
+    assert "HTA's overlap: 92%" in apart and "timed: 45%" in apart and "+0.80 ms" in apart
+    assert "counts 48 points more" in apart and "slower" in apart and "uses the timed share" in apart
+    close = overlap.hidden_two_ways(50.0, 0.8, 1.45, h)
+    assert "agree within 5 points" in close and "more as hidden" not in close
+    assert "less than HTA's overlap" in overlap.hidden_two_ways(10.0, 0.8, 1.45, h)
+    assert "not measured" in overlap.hidden_two_ways(None, 0.8, 1.45, h)
+
+
+
+def test_the_steady_state_of_the_two_gpu_launch_alone_each_gpu_on_its_own():
+    from helpers.monitor.record import MonitorRecord
+
+    # GPU 0 busy through both launches, GPU 1 idle through the one-GPU launch; two GPUs sampled at each moment, every
+    # 0.25 s, from 0 to 10 s; the one-GPU launch timed 1–2 s, the two-GPU launch 6–7 s, and 2 GPU 8–8.5 s for another
+    # variant. The whole steady state would read 75% on average over 7.5 s and count two rows per moment.
+    samples = [{"t_s": i / 4, "gpu": g, "util_pct": 0 if g == 1 and i / 4 < 5 else 100,
+                "sm_active_pct": None if g == 1 and i / 4 < 5 else 60 + 10 * g} for i in range(41) for g in (0, 1)]
+    phases = [{"name": "1 GPU", "start_s": 0.5, "end_s": 2.5}, {"name": "1 GPU: batch 256 measured", "start_s": 1.0, "end_s": 2.0},
+              {"name": "2 GPUs", "start_s": 5.0, "end_s": 9.0}, {"name": "2 GPUs: batch 256 measured", "start_s": 6.0, "end_s": 7.0},
+              {"name": "2 GPUs: batch 32 measured", "start_s": 8.0, "end_s": 8.5}]
+    rec = MonitorRecord(source="nvml", devices=[0, 1, 2], period_s=0.25, samples=samples, phases=phases)
+    text = scaling.steady_state_text(rec, 2)
+    assert text.startswith("the 2-GPU launch's timed steps alone (1.5 s, 8 moments sampled): ")  # 6–7 s: 5, 8–8.5: 3
+    assert "GPU 0: utilisation (NVML) 100%, SM activity (GPM) 60%; GPU 1: utilisation (NVML) 100%, SM activity (GPM) 70%" in text
+    assert "GPU 2" not in text  # a third GPU of the node, unused by two ranks
+    assert "none recorded" in scaling.steady_state_text(rec, 4)
+    host = MonitorRecord(source="host", devices=[], period_s=0.25, phases=phases,
+                         samples=[{"t_s": i / 4, "gpu": None, "cpu_pct": 50.0} for i in range(41)])
+    assert scaling.steady_state_text(host, 2).endswith("(1.5 s, 8 moments sampled): CPU utilisation 50%")
 
 def _fake_traces(d: Path) -> Path:
     """Two ranks' traces: compute 1000–1200 µs, NCCL 1150–1250 µs: half the communication overlapped."""

@@ -26,7 +26,7 @@ def test_a_trace_of_two_gpus_has_nccl_kernels_that_hta_measures(tmp_path):
     with Monitor(devices="all", allocator=False, live=False) as mon:
         stats = scaling.measure_variants(2, [Variant("synced", 64), Variant("local", 64, sync="none")],
                                          settings=settings, extra=("--profile-dir", str(tmp_path)), monitor=mon,
-                                         on_line=None)
+                                         on_line=None, phase="2 GPUs")
     assert mon.devices == list(range(torch.cuda.device_count()))
     assert {s["gpu"] for s in mon.record.samples} == set(mon.devices)  # one figure, every GPU's lines
     assert stats["synced"].ddp and stats["synced"].world_size == 2
@@ -35,3 +35,8 @@ def test_a_trace_of_two_gpus_has_nccl_kernels_that_hta_measures(tmp_path):
     df = overlap.hta_overlap(tmp_path)
     assert list(df.index) == [0, 1] and df.iloc[:, 0].between(0, 100).all()
     assert overlap.timeline_figure(tmp_path / "rank0.json").data
+    # the two ranks' GPUs each on their own, over their timed steps alone (short here: perhaps no sample inside)
+    steady = scaling.steady_state_text(mon.snapshot(), 2)
+    assert steady.startswith("the 2-GPU launch's timed steps alone (") and "GPU 0: " in steady and "GPU 1: " in steady
+    assert "GPU 2" not in steady
+    assert 0 <= scaling.hidden_fraction(stats["synced"], stats["local"], 1e3) <= 1

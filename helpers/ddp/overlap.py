@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import figure_check
 
-__all__ = ["trace_kernels", "trace_phases", "has_gpu_kernels", "hta_overlap", "timeline_figure"]
+__all__ = ["trace_kernels", "trace_phases", "has_gpu_kernels", "hta_overlap", "hidden_two_ways", "timeline_figure"]
 
 _KIND_COLORS = {"communication": "#d62728", "computation": "#1f77b4", "memory": "#7f7f7f", "other": "#bcbd22"}
 
@@ -99,6 +99,38 @@ def hta_overlap(trace_dir: str | Path):
     logging.getLogger("hta").setLevel(logging.ERROR)  # it logs every file it parses
     df = TraceAnalysis(trace_dir=str(trace_dir)).get_comm_comp_overlap(visualize=False)
     return df.rename(columns={"comp_comm_overlap_pctg": "communication overlapped by computation %"}).set_index("rank")
+
+
+#: Points apart beyond which HTA's overlap and the timed hidden share are said to disagree (timings vary by a few)
+AGREE_PTS = 10.0
+
+
+def hidden_two_ways(hta_pct: float | None, exposed_ms: float, allreduce_ms: float, timed_fraction: float) -> str:
+    """What "hidden" measured two ways says, in words generated from the figures: HTA's overlap (``hta_pct``, None
+    where the traces hold no GPU kernels) and the timed share (``timed_fraction``, from the ``exposed_ms`` the
+    all-reduce added to the step over ``no_sync`` and the ``allreduce_ms`` it takes alone:
+    :func:`.scaling.hidden_fraction`), with why they differ, where they do, and which one a prediction should use."""
+    timed = (f"timed: {100 * timed_fraction:.0f}% of the all-reduce hidden: the step with it took {exposed_ms:+.2f} ms "
+             f"over the same step under no_sync, against {allreduce_ms:.2f} ms for the all-reduce alone (1 − the "
+             "ratio, held within 0–100%). This is what the step paid.")
+    if hta_pct is None:
+        return ("HTA's overlap: not measured (the traces hold no GPU kernels: it is measured on GPUs).\n" + timed +
+                "\nThe prediction below uses the timed share.")
+    hta = (f"HTA's overlap: {hta_pct:.0f}% of the time NCCL's kernels ran, a computation kernel ran beside them (the "
+           "ranks' mean). It says how long the two ran together, not what that cost the step.")
+    gap = hta_pct - 100 * timed_fraction
+    if abs(gap) <= AGREE_PTS:
+        why = f"The two agree within {abs(gap):.0f} points."
+    elif gap > 0:
+        why = (f"HTA counts {gap:.0f} points more as hidden: an NCCL kernel that overlaps computation shares the SMs "
+               "and memory bandwidth with it, so the computation it overlaps runs slower, and an NCCL kernel also "
+               "counts as running while it waits for the other rank. The step time pays for both; the overlap "
+               "counts neither.")
+    else:
+        why = (f"The step paid {-gap:.0f} points less than HTA's overlap leaves uncovered: NCCL's kernels ran "
+               "beside no computation for longer than the step was delayed (part of that time may be a wait for "
+               "the other rank that the step spent anyway).")
+    return f"{hta}\n{timed}\n{why} The prediction below uses the timed share: what the step paid is what adds to it."
 
 
 def timeline_figure(path: str | Path, *, steps: int = 2, title: str | None = None):

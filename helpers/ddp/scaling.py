@@ -22,8 +22,8 @@ from .launch import LaunchResult, LaunchSpec, launch
 from .protocol import Variant
 
 __all__ = ["RunStats", "WorkerSettings", "summarize", "measured_spans", "variants_json", "run_worker", "measure_scaling", "measure_variants",
-           "efficiency_pct", "comm_share_pct", "scaling_table", "scaling_figure", "variants_table",
-           "variants_figure"]
+           "efficiency_pct", "comm_share_pct", "hidden_fraction", "scaling_table", "scaling_figure", "variants_table",
+           "variants_figure", "steady_state_text"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +153,19 @@ def comm_share_pct(synced: RunStats, local: RunStats) -> float:
     return 100 * (synced.step_ms - local.step_ms) / synced.step_ms
 
 
+def hidden_fraction(synced: RunStats, local: RunStats, allreduce_ms: float) -> float:
+    """The share of the all-reduce that the step did not pay for, timed: 1 − (``synced``'s step − ``local``'s, the
+    ``no_sync`` run of the same shape) / ``allreduce_ms`` (the all-reduce alone), held within [0, 1].
+
+    It is what the step time says was hidden; HTA's overlap (:func:`.overlap.hta_overlap`) says how long the NCCL
+    kernels ran beside computation, which can be far more: compute slowed by the kernels it overlaps costs time too.
+    """
+    if allreduce_ms <= 0:
+        raise ValueError(f"allreduce_ms={allreduce_ms}: the all-reduce alone must have taken some time.")
+    exposed = synced.step_ms - local.step_ms
+    return min(max(1 - exposed / allreduce_ms, 0.0), 1.0)
+
+
 def scaling_table(runs: dict[int, dict[str, RunStats]]):
     """One row per (batch, GPUs): step, img/s, speed-up and efficiency against one GPU at the same batch."""
     import pandas as pd
@@ -193,21 +206,37 @@ def scaling_figure(table, *, title: str = "Data-parallel scaling"):
     return fig
 
 
-def variants_table(stats: dict[str, RunStats], *, local: str | None = None):
-    """Each variant's step and img/s; with ``local`` (the ``no_sync`` run), the time each adds for communication."""
+def _shape(s: RunStats) -> tuple[int, int]:
+    """(images per micro-batch, micro-batches per optimizer step): what a no_sync baseline must share with a row."""
+    return s.batch_per_rank, s.images_per_step // s.batch_per_rank
+
+
+def variants_table(stats: dict[str, RunStats], *, local: str | Sequence[str] | None = None):
+    """Each variant's step and img/s; with ``local`` (the ``no_sync`` run, or several of different shapes), the time
+    each adds for communication, against the ``no_sync`` run of its own micro-batch shape (``against`` names it).
+
+    Four micro-batches of 64 take longer than one of 256 without any communication: measured against ``no_sync`` at
+    256, an accumulation that all-reduces once per step would count that compute as communication. A row whose shape
+    has no ``no_sync`` run is left empty there.
+    """
     import pandas as pd
 
+    bases = {_shape(stats[name]): stats[name] for name in ([local] if isinstance(local, str) else local or ())}
     rows = []
     for label, s in stats.items():
         row = {"variant": label, "images per optimizer step": s.images_per_step, "step ms": s.step_ms,
                "ms per image": s.step_ms / s.images_per_step, "img/s": s.global_img_per_s}
         if local is not None:
-            base = stats[local]
-            exposed = s.step_ms / s.images_per_step - base.step_ms / base.images_per_step
+            base = bases.get(_shape(s))
+            exposed = float("nan") if base is None else (s.step_ms - base.step_ms) / s.images_per_step
+            row["against"] = "" if base is None else base.label
             row["communication not hidden, ms per image"] = exposed
             row["share of the step %"] = 100 * exposed / (s.step_ms / s.images_per_step)
         rows.append(row)
-    return pd.DataFrame(rows).set_index("variant")
+    df = pd.DataFrame(rows).set_index("variant")
+    why = "no no_sync run of this row's micro-batch shape to measure it against"
+    df.attrs["missing"] = {"communication not hidden, ms per image": why, "share of the step %": why}
+    return df
 
 
 def variants_figure(table, *, title: str):
@@ -219,3 +248,38 @@ def variants_figure(table, *, title: str):
     fig.update_layout(title=title, xaxis_title="µs per image (slowest rank)", height=160 + 28 * len(names),
                       yaxis=dict(autorange="reversed"), margin=dict(l=20 + 7 * max(map(len, names), default=0)))
     return fig
+
+
+def steady_state_text(record: Any, gpus: int) -> str:
+    """What the monitor saw over the timed steps of the ``gpus``-GPU launch alone, each GPU it used on its own:
+    mean utilisation (and SM activity where GPM reports it), over the summed time of those steps and the number of
+    moments sampled in it (the monitor samples every GPU at each moment: one row each).
+
+    ``record``: a :class:`helpers.monitor.MonitorRecord` whose phases :func:`run_worker` named (``"2 GPUs: batch 256
+    measured"``). The monitor's own steady-state line spans every launch's timed steps and every GPU of the node, so
+    a second GPU idle through the one-GPU launch lowers its mean, and its time runs from the first of those steps to
+    the last, the gap between launches included. The ranks use the node's first ``gpus`` GPUs (LOCAL_RANK 0 … n−1).
+    """
+    prefix = f"{gpus} GPU{'s' * (gpus > 1)}: "
+    spans = [(float(p["start_s"]), float(p["end_s"])) for p in record.phases
+             if str(p["name"]).startswith(prefix) and str(p["name"]).endswith(" measured") and p.get("end_s")]
+    if not spans:
+        return f"the {gpus}-GPU launch's timed steps: none recorded (a time box, or a launch not monitored)"
+    inside = [r for r in record.samples if any(a <= r["t_s"] <= b for a, b in spans)]
+    moments, seconds = len({r["t_s"] for r in inside}), sum(b - a for a, b in spans)
+    nvml = record.source == "nvml"
+    watched = sorted(record.devices)[:gpus] if nvml else [None]  # a host record: one row per moment, gpu None
+
+    def mean(rows: list[dict], key: str) -> float | None:
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    parts = []
+    for g in watched:
+        rows = [r for r in inside if r.get("gpu") == g]
+        util, sm = mean(rows, "util_pct" if nvml else "cpu_pct"), mean(rows, "sm_active_pct")
+        what = f"GPU {g}: utilisation (NVML)" if nvml else "CPU utilisation"
+        text = f"{what} {'not sampled' if util is None else f'{util:.0f}%'}"
+        parts.append(text + ("" if sm is None else f", SM activity (GPM) {sm:.0f}%"))
+    launch = f"{gpus}-GPU" if nvml else f"{gpus}-rank"
+    return f"the {launch} launch's timed steps alone ({seconds:.1f} s, {moments} moment{'s' * (moments != 1)} sampled): " + "; ".join(parts)
