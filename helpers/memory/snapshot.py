@@ -350,7 +350,7 @@ def timeline_figure(tl: SnapshotTimeline, *, title: str | None = None):
     top = max([b / GIB for b in (*tl.total, *tl.reserved)] + [1e-9]) * 1.02
     where = f" in the {tl.peak_phase}" if tl.peak_phase else ""
     fig.update_layout(title=title or f"One step by kind: peak {tl.peak / GIB:.2f} GiB{where}<br><sup>{tl.device}</sup>",
-                      xaxis_title="ms since the recorded step began (host clock: when each block was asked for)", yaxis_title="allocated GiB", height=height)
+                      xaxis_title="ms since the recorded step began, host clock", yaxis_title="allocated GiB", height=height)
     fig.update_xaxes(range=[0, span])
     fig.update_yaxes(range=[0, top / (1 - min(band, 0.6))])
     return fig

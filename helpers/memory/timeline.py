@@ -77,7 +77,7 @@ def timeline_figure(tl: MemoryTimeline, *, title: str | None = None):
     span, band = figure_check.shade_phases(fig, tl.phases, tl.t_ms, colors=colors, height=height, legend_w=legend_w)
     top = max([b / gib for b in (*tl.allocated, *tl.reserved)] + [1e-9]) * 1.02
     fig.update_layout(title=title or f"Memory over time: peak {tl.peak / gib:.2f} GiB allocated<br><sup>{tl.device}</sup>",
-                      xaxis_title="ms since the first allocation (host clock: when each block was asked for)", yaxis_title="GiB", height=height)
+                      xaxis_title="ms since the first allocation, host clock", yaxis_title="GiB", height=height)
     fig.update_xaxes(range=[0, span])  # from the first allocation, the span the phase labels were planned on
     fig.update_yaxes(range=[0, top / (1 - min(band, 0.6))])
     return fig
