@@ -43,10 +43,14 @@ def test_every_variant_trains_as_one_process_on_the_global_batch(two_ranks):
             continue
         assert [r.rank for r in v.ranks] == [0, 1], v.variant
         for r in v.ranks:
-            # measured 2026-11-27 in two launches, every variant: losses within 9.5e-7 and 0, weights within
-            # 6.0e-8 and 1.2e-7 of one process's (fp32 sums in another order); the bound is ~10× that
+            # measured 2026-11-27 in two launches on a 2-core AMD EPYC, every variant: losses within 9.5e-7 and 0,
+            # weights within 6.0e-8 and 1.2e-7 of one process's (fp32 sums in another order). On a 2-core Intel Xeon
+            # (2026-11-29) DDP's weights were 1.9e-5 off: AdamW divides each gradient by its own root mean square,
+            # so a weight whose gradient is near zero moves by a good part of lr whatever the gradient's last bits
+            # say, and another summation order can move it differently. The bound is a tenth of one step's largest
+            # move (lr = 1e-3): a rank that updated the wrong weights, or missed an all-reduce, moves them by ~lr.
             assert len(r.losses) == 2 and r.max_loss_diff < 1e-5, v.variant
-            assert r.max_param_diff_vs_reference < 1e-5, v.variant
+            assert r.max_param_diff_vs_reference < 0.1 * sharded._LR, v.variant
             assert r.max_param_diff_vs_rank0 == 0.0, v.variant  # the ranks' weights are the same, bit for bit
     assert not leftover_processes("helpers.gpt.sharded")
 
