@@ -35,11 +35,6 @@ __all__ = ["check_own_training", "OWN_TRAINING_WITHIN", "suspects", "Suspects", 
 
 # -- exercise 0: your own training, to the target -------------------------------------------------------------
 
-def _secs(s: float) -> str:
-    """Three significant figures, trailing zeros kept: 1.60 s, not 1.6 s, beside 4.81 s (3 × 1.6 would be 4.8)."""
-    return f"{s:.3g}" if abs(s) >= 100 else f"{s:#.3g}"
-
-
 #: Exercise 06.0 passes when the learner's run reaches the target within this many times the reference solution's
 #: time to it (judged in the same session, on the same machine).
 OWN_TRAINING_WITHIN = 3.0
@@ -66,18 +61,19 @@ def check_own_training(mine, reference) -> CheckResult:
     if not mine.reached:
         why = "; ".join(mine.reasons)
         return not_done(name, truth, f"Your run has not reached the target yet ({why}). Reach it within "
-                                     f"{_secs(bar)} s ({OWN_TRAINING_WITHIN:g}× the reference solution's "
-                                     f"{_secs(reference.time_to_target_s)} s).")
+                                     f"{tables.sig(bar)} s ({OWN_TRAINING_WITHIN:g}× the reference solution's "
+                                     f"{tables.sig(reference.time_to_target_s)} s).")
     if mine.time_to_target_s > bar:
-        return not_done(name, truth, f"It reaches the target, in {_secs(mine.time_to_target_s)} s: "
+        return not_done(name, truth, f"It reaches the target, in {tables.sig(mine.time_to_target_s)} s: "
                                      f"{mine.time_to_target_s / reference.time_to_target_s:.1f}× the reference "
-                                     f"solution's {_secs(reference.time_to_target_s)} s. Bring it within {_secs(bar)} s: "
+                                     f"solution's {tables.sig(reference.time_to_target_s)} s. "
+                                     f"Bring it within {tables.sig(bar)} s: "
                                      f"read its img/s ({mine.img_per_s:,.0f}) beside the reference's "
                                      f"({reference.img_per_s:,.0f}), and its images ({mine.images:,}) beside "
                                      f"{reference.images:,}.")
     faster = mine.time_to_target_s <= reference.time_to_target_s
-    return CheckResult(name, "passed", f"Reached the target in {_secs(mine.time_to_target_s)} s against the reference "
-                                       f"solution's {_secs(reference.time_to_target_s)} s"
+    return CheckResult(name, "passed", f"Reached the target in {tables.sig(mine.time_to_target_s)} s against the reference "
+                                       f"solution's {tables.sig(reference.time_to_target_s)} s"
                                        + (": faster than the answer key." if faster else "."), mine.time_to_target_s)
 
 

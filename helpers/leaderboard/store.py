@@ -360,6 +360,7 @@ def _board(df, kind: str = "ladder") -> "pandas.DataFrame":  # noqa: F821
 
     several = "challenge" in df and df["challenge"].nunique() > 1
     out = _board_of_one(df, kind)
+    out.attrs["notes"] = _sm_above_util_note(out)
     if several:
         out.insert(1, "challenge", df["challenge"].to_numpy())
     return out
@@ -383,12 +384,6 @@ def _sm_above_util_note(out) -> list[str]:
 
 
 def _board_of_one(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
-    out = _board_of_one_figures(df, kind)
-    out.attrs["notes"] = _sm_above_util_note(out)
-    return out
-
-
-def _board_of_one_figures(df, kind: str) -> "pandas.DataFrame":  # noqa: F821
     import pandas as pd
 
     if kind == "to_target":
