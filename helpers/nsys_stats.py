@@ -28,6 +28,8 @@ __all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats", "per_s
 #: and the one around them all, which closes once the GPU has finished them (:data:`helpers.nsys_target.CAPTURE_RANGE`).
 STEP_RANGE = "step"
 CAPTURE_RANGE = "profiled_steps"
+#: The range around the recording's closing synchronisation (:data:`helpers.nsys_target.CLOSE_RANGE`).
+CLOSE_RANGE = "closing sync"
 #: CUDA API calls by what they do (a call's name, its ``_v2``/``_ptsz`` suffixes and ``cu``/``cuda`` prefix aside).
 #: ``cudaLaunchKernelExC_v11060`` is a kernel launch (CUDA 11.6's extensible one, which PyTorch's own kernels use).
 #: A copy to the host waits for the GPU too (``loss.item()`` is a ``cudaMemcpyAsync`` and a stream sync): it counts
@@ -234,12 +236,15 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     step (the capture range, which closes once the GPU has finished, over the steps), the host's time inside each
     step's range (less than the wall time where the host runs ahead of the GPU), the GPU's kernel time and its share
     of the wall time, kernel launches on the GPU, and the CUDA API calls the host made by kind (:data:`API_KINDS`)
-    with the time spent in synchronizing ones. A recording without step ranges has its rows empty, with the reason
+    with the time spent in synchronizing ones, less the recording's closing sync (:data:`CLOSE_RANGE`), which is
+    not a step's. A recording without step ranges has its rows empty, with the reason
     under the table."""
     import pandas as pd
 
     rows: dict[str, dict[str, float | None]] = {}
     notes = []
+    closed: dict[str, float] = {}  # recording → its closing sync's wait, ms
+    unmarked: list[str] = []  # recordings whose closing sync has no range: counted in the rows
     for name, st in recordings.items():
         step = next((r for r in st.ranges if r.name.lstrip(":") == STEP_RANGE), None)
         capture = next((r for r in st.ranges if r.name.lstrip(":") == CAPTURE_RANGE), None)
@@ -257,16 +262,32 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
             "GPU busy, % of the wall time": 100 * kernel_ms / n / wall if n and wall else None,
             "kernels run on the GPU": st.kernel_count / n if n else None,
         }
+        # the recording's closing sync, where it was marked: one call and its wait, after the last step
+        close = next((r for r in st.ranges if r.name.lstrip(":") == CLOSE_RANGE), None)
+        close_calls, close_ms = (close.instances, close.total_ms) if close is not None else (0, 0.0)
+        if close is not None and n:
+            closed[name] = close.total_ms
         for kind in API_KINDS:
-            col[f"{kind} (CUDA API)"] = sum(r.calls for r in st.api if _api_kind(r.name) == kind) / n if n else None
-        col["time in synchronizing calls, ms"] = (sum(r.total_ms for r in st.api
-                                                      if _api_kind(r.name) == "synchronizing calls") / n if n else None)
-        col["CUDA API calls in all"] = st.api_call_count / n if n else None
+            calls = sum(r.calls for r in st.api if _api_kind(r.name) == kind)
+            if kind == "synchronizing calls":
+                calls = max(0, calls - close_calls)
+            col[f"{kind} (CUDA API)"] = calls / n if n else None
+        sync_ms = sum(r.total_ms for r in st.api if _api_kind(r.name) == "synchronizing calls")
+        # the range holds the call and a few µs of the host's around it: a run with no other sync reads zero
+        col["time in synchronizing calls, ms"] = max(0.0, sync_ms - close_ms) / n if n else None
+        col["CUDA API calls in all"] = max(0, st.api_call_count - close_calls) / n if n else None
+        if close is None and n and col["synchronizing calls (CUDA API)"]:
+            unmarked.append(name)
         rows[name] = col
-    if rows and any(col["synchronizing calls (CUDA API)"] for col in rows.values()):
-        notes.append("the synchronizing calls include the one that closes each recording, after its last step (it "
-                     "waits for the GPU to finish that step): a run that never waits inside a step still shows one "
-                     "such call over its steps, and that call's wait")
+    if closed:
+        notes.append("the synchronisation that closes each recording, after its last step, is left out of the "
+                     "synchronizing rows (it is not a step's; it is in the wall time): it waited "
+                     + ", ".join(f"{ms:.3g} ms in the {name}'s" for name, ms in closed.items())
+                     + " for the GPU to finish the steps the host had queued")
+    if unmarked:
+        notes.append(f"in the {', '.join(unmarked)}, the synchronizing calls include the one that closes the "
+                     "recording, after its last step (not marked with an NVTX range there): a run that never waits "
+                     "inside a step still shows one such call over its steps, and that call's wait")
     df = pd.DataFrame(rows)
     df.index.name = "per step"
     t = tables.readable(df, formats={c: "sig" for c in df.columns})

@@ -610,6 +610,8 @@ class Trainer:
                 wall = time.perf_counter() - start - (self.spot_check_s - spot_before)
                 if monitor is not None:  # after the clock: its host work is not the run's
                     monitor.synchronized()
+            if monitor is not None and wall > 0:  # its img/s over the measured phase is then the run's, to the digit
+                monitor.time_phase(f"{phase_prefix}measured", wall)
         except torch.cuda.OutOfMemoryError as e:
             raise explain_out_of_memory(cfg, e) from None
         return self._result(wall, win.cut)

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ddp",),
     ("gpt",),
     ("train", "ncu", "nsys_stats", "memory.resilient", "memory.timeline", "challenge.step_roofline"),
-    ("challenge.function_check", "gpt.step_kernels"),
+    ("challenge.function_check", "gpt.step_kernels", "memory.scratch"),
     ("kernels.compile_modes", "memory.precision", "challenge.rules", "challenge.start", "challenge.recipes",
      "large_batch"),
     ("memory",),

@@ -360,8 +360,12 @@ def test_time_train_step_and_table():
     assert t.label == "eager" and t.compile_s > 0 and t.items == 2 and t.items_per_s > 0
     mlp = models.small_mlp(width=8, depth=2)
     t2 = compile_modes.time_call(mlp, torch.randn(4, 8), label="mlp", warmup=1, repeats=2)
-    df = compile_modes.timings_table([t, t2])
-    assert list(df.variant) == ["eager", "mlp"] and df["× vs eager"].iloc[0] == 1.0
+    assert t.rate_unit == "img/s" and t2.rate_unit == "rows/s"  # a step trains images; a call takes input rows
+    with pytest.raises(ValueError, match="one kind of call"):  # a step's img/s beside a call's rows/s: no speed-up
+        compile_modes.timings_table([t, t2])
+    t3 = compile_modes.time_call(mlp, torch.randn(4, 8), label="mlp again", warmup=1, repeats=2, warmup_s=0.01)
+    df = compile_modes.timings_table([t2, t3])
+    assert list(df.variant) == ["mlp", "mlp again"] and df["× vs mlp"].iloc[0] == 1.0 and "rows/s" in df.columns
     assert t.compile_cache is None and t.first_call == f"a first call of {t.compile_s:.1f} s"  # eager: no cache
 
 
@@ -415,6 +419,12 @@ def test_first_calls_that_both_compiled_are_told_apart_by_where_their_seconds_we
     cpu = dataclasses.replace(default, kernels=None, kernel_compile_s=None, kernel_tuning_s=None)
     assert "Triton kernels" not in compile_modes.timings_table([eager, cpu]).columns
     assert compile_modes.first_calls_note([eager, cpu, dataclasses.replace(cpu, label="again")]) == ""
+    # the rate column says what it counts (03's table read "per s" for both a training step and a forward call)
+    assert "img/s" in table.shown.columns and "per s" not in table.shown.columns
+    calls = [dataclasses.replace(t, rate_unit="rows/s") for t in (eager, default)]
+    assert "rows/s" in compile_modes.timings_table(calls).columns
+    with pytest.raises(ValueError, match="one kind of call"):
+        compile_modes.timings_table([eager, calls[1]])
 
 
 def test_quiet_autotuning_restores_what_it_changed():

@@ -107,3 +107,58 @@ def test_the_largest_block_exercise_agrees_with_the_allocators_record(dtype):
     only_activations = nb04.check_largest_block(lambda b, s, d: b * 64 * s * s * d.itemsize, dtype=dtype,
                                                 device="cuda")
     assert only_activations.status == "failed"
+
+
+def test_the_probe_reads_memory_a_layer_holds_only_while_it_runs():
+    """A Linear that allocates 64 MiB for the length of its forward and 128 MiB in its backward: the probe reads
+    each (and nothing for a plain Linear), though its output and its weight's gradient stay allocated."""
+    from helpers.memory import scratch
+
+    class Greedy(torch.nn.Linear):
+        def forward(self, x):
+            tmp = torch.empty(64 * 2**20, dtype=torch.uint8, device=x.device)  # held only inside this call
+            del tmp
+            return _Hold.apply(super().forward(x))
+
+    class _Hold(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            tmp = torch.empty(128 * 2**20, dtype=torch.uint8, device=g.device)
+            del tmp
+            return g
+
+    net = torch.nn.Sequential(torch.nn.Linear(256, 256), Greedy(256, 256)).cuda()
+    x = torch.randn(32, 256, device="cuda")
+    with scratch.probe(net, "cuda") as rows:
+        net(x).sum().backward()
+    got = {(r.layer, r.pass_): r.scratch_gib * 2**10 for r in rows}  # MiB
+    assert got[("1", "forward")] == pytest.approx(64, abs=1)
+    assert got[("1", "backward")] == pytest.approx(128, abs=1)
+    assert got[("0", "forward")] < 1 and got[("0", "backward")] < 1
+    assert scratch.largest(rows).pass_ == "backward"
+    assert all(r.peak_gib >= r.entry_gib >= 0 for r in rows)
+    # the parts of the peak during each call add up to it, as 04's sentence adds them
+    assert all(r.entry_gib + r.added_gib + r.scratch_gib == pytest.approx(r.peak_gib, abs=1e-6) or r.scratch_gib == 0
+               for r in rows)
+    with scratch.probe(net, "cuda") as again:
+        pass
+    net(x).sum().backward()
+    assert again == []  # the hooks went with the block
+
+
+def test_fp32_without_tf32_is_probed_layer_by_layer():
+    from helpers.memory import scratch
+    from helpers.train import TrainConfig
+
+    cfg = TrainConfig(batch_size=32, image_size=64, data="gpu", channels_last=True, dataset_size=64)
+    from helpers.memory import precision
+
+    with precision.tf32(False):
+        rows = scratch.layer_scratch(cfg, device="cuda")
+    convs = {r.layer for r in rows if r.kind == "Conv2d"}
+    assert len(convs) >= 3 and {r.pass_ for r in rows} == {"forward", "backward"}
+    assert all(r.scratch_gib >= 0 for r in rows)

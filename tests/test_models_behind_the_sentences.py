@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import bench, models, roofline
+from helpers import bench, models, roofline, train
 from helpers.memory import anatomy, precision, resilient, search
 
 
@@ -96,6 +96,43 @@ def test_the_fp32_peaks_difference_is_said_from_the_peaks():
     assert len(said) == 1 and said[0].startswith("fp32, no TF32: its peak, 14.00 GiB, is 40% above")
     assert "workspace" in said[0] and "most likely" in said[0]  # reached by elimination: said as such
     assert precision.tf32_memory_reading({base: run(None)}) == []
+
+
+def test_the_fp32_peaks_difference_is_said_from_the_scratch_memory_measured_where_it_was(monkeypatch):
+    from helpers.memory import scratch
+
+    run = lambda gib: types.SimpleNamespace(peak_allocated_gib=gib)  # noqa: E731
+    base = precision.DEFAULT_FP32
+    probed = []
+
+    peak_elsewhere = False
+
+    def fake(cfg, *, device=None, warmup_steps=2):
+        tf32 = torch.backends.cudnn.allow_tf32  # as the reading set it around the call
+        probed.append(tf32)
+        L = scratch.LayerScratch
+        if not tf32:  # the scratch comes in the backward, when the step holds 9 GiB
+            return [L("features.3", "Conv2d", "backward", 4.5, entry_gib=9.0, added_gib=0.5, peak_gib=14.0),
+                    L("features.0", "Conv2d", "forward", 0.1, entry_gib=2.0, added_gib=0.9,
+                      peak_gib=20.0 if peak_elsewhere else 3.0)]
+        return [L("features.3", "Conv2d", "backward", 0.25, entry_gib=9.0, added_gib=0.25, peak_gib=9.5),
+                L("features.0", "Conv2d", "forward", 0.1, entry_gib=9.9, added_gib=0.0, peak_gib=10.0)]
+
+    monkeypatch.setattr(scratch, "layer_scratch", fake)
+    cfg = train.TrainConfig(batch_size=8, image_size=32, dtype="bf16")
+    runs = {base: run(10.0), "fp32, no TF32": run(14.0), "TF32 everywhere": run(10.2)}
+    said = precision.tf32_memory_reading(runs, measure=cfg)
+    assert probed == [False, True]  # the variant, then the default (TF32 convolutions); TF32 everywhere: no gap
+    assert len(said) == 1 and "most likely" not in said[0] and "inferred" not in said[0]
+    assert ("reached 4.50 GiB at most here, in features.3's backward, against 0.25 GiB at most in "
+            f"{base}, in features.3's backward. The probed step's memory was highest inside that call, at 14.00 GiB: "
+            "9.00 GiB allocated when it began, 0.50 GiB of the gradients it computed and the 4.50 GiB of scratch. It "
+            f"began below the 10.00 GiB peak of {base}, so the peaks differ by +4.00 GiB, not by the scratch's "
+            "+4.25 GiB.") in said[0]
+    peak_elsewhere = True  # the step peaked in another call: the two differences are only set side by side
+    said = precision.tf32_memory_reading(runs, measure=cfg)
+    assert "highest inside" not in said[0]
+    assert "a difference of +4.25 GiB beside the peaks' +4.00 GiB." in said[0]
 
 
 def _trial(batch, fits, peak=None, **said):

@@ -680,10 +680,37 @@ def test_two_recordings_read_side_by_side_per_step():
     assert d.loc["copies (CUDA API)", "baseline"] == pytest.approx(4.0)
     assert d["no steps"].isna().all()
     assert any("no steps: no 'step' NVTX range" in n for n in t.notes)
-    assert any("the one that closes each recording" in n for n in t.notes)
+    assert any("in the baseline, the synchronizing calls include the one that closes" in n for n in t.notes)
     no_capture = NsysStats(kernels=(), api=(), ranges=(RangeRow("step", 2, 4.0),))
     t2 = per_step({"x": no_capture})
     import pandas as pd
 
     assert pd.isna(t2.data.loc["wall time per step, ms", "x"])
     assert any("no 'profiled_steps' NVTX range" in n for n in t2.notes)
+
+
+def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
+    """03's top rung read 8.1 ms a step in synchronizing calls beside a 11.9 ms step whose host never waited: the
+    one sync that closes the recording waited for the five steps the host had queued ahead. Its NVTX range lets the
+    per-step rows leave it out."""
+    from helpers import nsys_target
+    from helpers.nsys_stats import CLOSE_RANGE, ApiRow, NsysStats, RangeRow, per_step
+
+    assert CLOSE_RANGE == nsys_target.CLOSE_RANGE
+    top = NsysStats(kernels=(), api=(ApiRow("cudaGraphLaunch", 10, 0.5, 0.1), ApiRow("cudaDeviceSynchronize", 1, 40.5, 0.9)),
+                    ranges=(RangeRow("step", 5, 18.0), RangeRow("profiled_steps", 1, 60.0),
+                            RangeRow("closing sync", 1, 40.6)))
+    base = NsysStats(kernels=(), api=(ApiRow("cudaStreamSynchronize", 11, 30.0, 1.0),),
+                     ranges=(RangeRow("step", 5, 100.0), RangeRow("profiled_steps", 1, 101.0),
+                             RangeRow("closing sync", 1, 0.2)))
+    t = per_step({"top rung": top, "baseline": base})
+    d = t.data
+    assert d.loc["synchronizing calls (CUDA API)", "top rung"] == 0
+    assert d.loc["time in synchronizing calls, ms", "top rung"] == 0  # 40.5 - 40.6: the range's few µs more
+    assert d.loc["CUDA API calls in all", "top rung"] == pytest.approx(10 / 5)
+    assert d.loc["synchronizing calls (CUDA API)", "baseline"] == pytest.approx(10 / 5)
+    assert d.loc["time in synchronizing calls, ms", "baseline"] == pytest.approx(29.8 / 5)
+    assert d.loc["wall time per step, ms", "top rung"] == pytest.approx(12.0)  # the wall time keeps the wait
+    note = next(n for n in t.notes if "closes each recording" in n)
+    assert "40.6 ms in the top rung's, 0.2 ms in the baseline's" in note
+    assert not any("include the one that closes" in n for n in t.notes)

@@ -566,7 +566,8 @@ def measure_largest_block(batch: int, image_size: int, dtype: torch.dtype, *, de
     finally:
         del net, opt, x, y
         search.free_memory()
-    kept = [b.size for b in tl.blocks if b.kind != "temporaries"]
+    # the step's own: not its temporaries, and not a block some earlier code allocated that the step happened to free
+    kept = [b.size for b in tl.blocks if b.kind not in ("temporaries", "allocated before the step")]
     if not kept:
         raise RuntimeError("the allocator's history held no block kept past its phase: were the phases marked?")
     return max(kept)

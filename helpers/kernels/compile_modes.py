@@ -61,6 +61,8 @@ class StepTiming:
     kernels: int | None = None
     kernel_compile_s: float | None = None
     kernel_tuning_s: float | None = None
+    # what ``items`` counts, as its rate's column reads: a training step's images, a forward call's input rows
+    rate_unit: str = "img/s"
 
     @property
     def items_per_s(self) -> float:
@@ -76,7 +78,7 @@ class StepTiming:
         return {"variant": self.label, "first call s": self.compile_s, "compile cache": self.compile_cache,
                 "Triton kernels": self.kernels, "kernel compile s": self.kernel_compile_s,
                 "kernel tuning s": self.kernel_tuning_s,
-                "step ms": self.step.median_ms, "spread %": self.step.spread_pct, "per s": self.items_per_s}
+                "step ms": self.step.median_ms, "spread %": self.step.spread_pct, self.rate_unit: self.items_per_s}
 
 
 @contextlib.contextmanager
@@ -197,8 +199,11 @@ def time_train_step(cfg: TrainConfig, *, label: str | None = None, device: torch
 
 
 def time_call(fn: Callable, *args, label: str, warmup: int = 5, repeats: int = 50,
-              grad: bool = False) -> StepTiming:
-    """``fn(*args)`` (a model's forward, say): first call, then steady calls; ``torch.no_grad`` unless ``grad``."""
+              grad: bool = False, warmup_s: float = 0.0) -> StepTiming:
+    """``fn(*args)`` (a model's forward, say): first call, then steady calls; ``torch.no_grad`` unless ``grad``.
+
+    ``warmup_s``: seconds of calls after the ``warmup`` ones (:func:`helpers.bench.time_it`), for a call well under a
+    millisecond that five calls leave cold."""
     device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
     ctx = torch.enable_grad if grad else torch.no_grad
 
@@ -210,22 +215,25 @@ def time_call(fn: Callable, *args, label: str, warmup: int = 5, repeats: int = 5
 
     compiled = isinstance(fn, torch._dynamo.eval_frame.OptimizedModule) or hasattr(fn, "_torchdynamo_orig_callable")
     first = _first_call(call, device, compiled=compiled)
-    m = bench.time_it(call, warmup=warmup, repeats=repeats, device=device)
+    m = bench.time_it(call, warmup=warmup, repeats=repeats, device=device, warmup_s=warmup_s)
     batch = args[0].shape[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else 1
-    return StepTiming(label, first.seconds, m, batch, first.cache, first.kernels, first.kernel_s, first.tuning_s)
+    return StepTiming(label, first.seconds, m, batch, first.cache, first.kernels, first.kernel_s, first.tuning_s,
+                      rate_unit="rows/s")  # a forward call's input rows (the small MLP's 64), not images
 
 
 def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F821
     """One row per variant, with the speed-up of each over the first row."""
     import pandas as pd
 
+    if len({t.rate_unit for t in timings}) > 1:
+        raise ValueError(f"timings_table compares one kind of call: these count {sorted({t.rate_unit for t in timings})}")
     df = pd.DataFrame([t.as_row() for t in timings])
     if all(t.kernels is None for t in timings):  # a CPU's, or eager alone: no Triton kernels to count
         df = df.drop(columns=["Triton kernels", "kernel compile s", "kernel tuning s"])
     df["× vs " + timings[0].label] = timings[0].step.median_ms / df["step ms"]
     df.attrs["spread"] = "spread %"  # each row's step figures to the precision its spread supports
-    df.attrs["spread_of"] = ["step ms", "per s", "× vs " + timings[0].label]
-    df.attrs["formats"] = {"compile cache": "text", "Triton kernels": "whole"}
+    df.attrs["spread_of"] = ["step ms", timings[0].rate_unit, "× vs " + timings[0].label]
+    df.attrs["formats"] = {"compile cache": "text", "Triton kernels": "whole", timings[0].rate_unit: "whole"}
     df.attrs["missing"] = {c: "an eager call compiles nothing" for c in ("compile cache", "Triton kernels",
                                                                          "kernel compile s", "kernel tuning s")}
     return df

@@ -83,31 +83,67 @@ def step_img_per_s(r: TrainResult) -> float:
     return r.config.batch_size * r.config.grad_accum / (r.phase_ms["compute"] / 1e3)
 
 
-def tf32_memory_reading(runs: dict[str, TrainResult], *, baseline: str = DEFAULT_FP32, within_pct: float = 5.0
-                        ) -> list[str]:
+def tf32_memory_reading(runs: dict[str, TrainResult], *, baseline: str = DEFAULT_FP32, within_pct: float = 5.0,
+                        measure: TrainConfig | None = None, device: torch.device | str | None = None) -> list[str]:
     """Why the fp32 runs' peaks differ, one sentence per fp32 variant more than ``within_pct`` from ``baseline``,
-    written from their peaks: the three keep the same tensors (fp32, the same shapes), so what differs is most likely
-    the scratch memory (workspace) of the convolution and matrix-product algorithms cuDNN and cuBLAS chose for each
-    setting. That is reached by elimination, not measured (the workspace is not counted apart from the tensors), and
-    the sentence says so. Empty where the peaks agree, or no allocator measured them (a CPU).
+    written from their peaks: the three keep the same tensors (fp32, the same shapes), so what differs is the scratch
+    memory (workspace) of the convolution and matrix-product algorithms cuDNN and cuBLAS chose for each setting.
 
-        print("\n".join(tf32_memory_reading(runs)))
+    ``measure``: the runs' config; then, where a peak differs, one step of the variant and one of ``baseline`` are
+    probed layer by layer (:func:`helpers.memory.scratch.layer_scratch`) and the sentence gives the largest scratch
+    each held beside the gap in peaks. Without it (or on a CPU) the sentence says the workspace is inferred, not
+    measured. Empty where the peaks agree, or no allocator measured them (a CPU).
+
+        print("\n".join(tf32_memory_reading(runs, measure=cfg)))
     """
+    from .scratch import highest, largest, layer_scratch
+
     base = runs.get(baseline)
     if base is None or not base.peak_allocated_gib:
         return []
     out = []
+    probed: dict[str, object] = {}
+
+    def scratch_of(name: str):
+        if name not in probed:
+            with tf32(PRECISIONS[name][1]):
+                rows = layer_scratch(dataclasses.replace(measure, dtype="fp32"), device=device)
+            probed[name] = (largest(rows), highest(rows))
+        return probed[name]
+
     for name, r in runs.items():
         if name == baseline or PRECISIONS.get(name, ("",))[0] != "fp32" or not r.peak_allocated_gib:
             continue
         diff = 100 * (r.peak_allocated_gib / base.peak_allocated_gib - 1)
         if abs(diff) <= within_pct:
             continue
-        out.append(f"{name}: its peak, {r.peak_allocated_gib:.2f} GiB, is {abs(diff):.0f}% "
-                   f"{'above' if diff > 0 else 'below'} {baseline}'s {base.peak_allocated_gib:.2f} GiB, though both "
-                   "keep the same fp32 tensors of the same shapes: the difference is most likely the scratch memory "
-                   "(workspace) of the algorithms cuDNN and cuBLAS chose for each setting, which the allocator counts "
-                   "with the tensors (inferred, since nothing else differs; the workspace is not measured apart).")
+        said = (f"{name}: its peak, {r.peak_allocated_gib:.2f} GiB, is {abs(diff):.0f}% "
+                f"{'above' if diff > 0 else 'below'} {baseline}'s {base.peak_allocated_gib:.2f} GiB, though both keep "
+                "the same fp32 tensors of the same shapes")
+        (mine, top), (theirs, _) = ((scratch_of(name), scratch_of(baseline)) if measure is not None
+                                    else ((None, None), (None, None)))
+        if mine is None or theirs is None:
+            out.append(said + ": the difference is most likely the scratch memory (workspace) of the algorithms cuDNN "
+                              "and cuBLAS chose for each setting, which the allocator counts with the tensors "
+                              "(inferred, since nothing else differs; the workspace is not measured apart).")
+            continue
+        gap = r.peak_allocated_gib - base.peak_allocated_gib
+        said += (". Probed call by call in one step, the memory a layer held only while it ran (cuDNN's and cuBLAS's "
+                 f"workspaces are such memory) reached {mine.scratch_gib:.2f} GiB at most here, in {mine.layer}'s "
+                 f"{mine.pass_}, against {theirs.scratch_gib:.2f} GiB at most in {baseline}, in {theirs.layer}'s "
+                 f"{theirs.pass_}")
+        if top is mine and gap > 0 and mine.entry_gib < base.peak_allocated_gib:
+            # the step peaked inside that call, which began holding less than the other setting's peak
+            outlived = "its output" if mine.pass_ == "forward" else "the gradients it computed"
+            said += (f". The probed step's memory was highest inside that call, at {mine.peak_gib:.2f} GiB: "
+                     f"{mine.entry_gib:.2f} GiB allocated when it began, {mine.added_gib:.2f} GiB of {outlived} and "
+                     f"the {mine.scratch_gib:.2f} GiB of scratch. It began below the {base.peak_allocated_gib:.2f} GiB "
+                     f"peak of {baseline}, so the peaks differ by {gap:+.2f} GiB, not by the scratch's "
+                     f"{mine.scratch_gib - theirs.scratch_gib:+.2f} GiB.")
+        else:
+            said += (f": a difference of {mine.scratch_gib - theirs.scratch_gib:+.2f} GiB beside the peaks' "
+                     f"{gap:+.2f} GiB.")
+        out.append(said)
     return out
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import inspect
 import itertools
 import pickle
@@ -129,6 +130,10 @@ def record_snapshot(step: Callable[[], object], *, device: torch.device | str | 
     dev = _cuda_device(device)
     for _ in range(warmup):
         step()
+    # garbage from before (an earlier cell's, an earlier test's) collected now, not by a collection that the step's
+    # own allocations trigger halfway: its blocks would be freed inside the step and read as the step's (a unit test
+    # run after others read a 146 MiB block from before the step as the largest the step kept, one H200, 2026-11-29)
+    gc.collect()
     torch.cuda.synchronize(dev)  # a sync point: the warm-up's frees land before the recording starts
     memory = torch.cuda.memory
     wanted = dict(enabled="all", context="all", stacks="python", max_entries=max_entries, clear_history=True)

@@ -237,7 +237,9 @@ class MonitorRecord:
             # as the Trainer's clock does. The steps' own times are when the host queued them: an asynchronous loop
             # queues its last steps well before the GPU runs them, and images over those times read 6% above what
             # the GPU trained (02, 5,006 against the step's own ceiling of 4,856 img/s, one H100, 2026-11-27)
-            phase_s = sum(b - a for a, b in spans)
+            # where the phase's owner timed it (Monitor.time_phase), its time: the run's img/s, to the digit
+            phase_s = sum(p.get("timed_s") or ((p["end_s"] or math.inf) - p["start_s"])
+                          for p in self.phases if p["name"] in names)
             img_per_s = sum(s["images"] for s in steps) / phase_s if phase_s > 0 else None
         if self.source == "nvml":
             util, mem = get("util_pct"), get("mem_used_gib")
