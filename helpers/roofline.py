@@ -284,13 +284,36 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
             l, r, t, b = boxes[pos]
             outside = l < -4 or r > width + 4 or t < -2 or b > height + 2  # into the axes' ticks or the legend
             crossed = any(l <= x <= r and t <= y <= b for x, y in lines)
-            return 3 * outside + 2 * crossed + sum(not (r < l2 or l > r2 or b < t2 or t > b2)
-                                                   for l2, r2, t2, b2 in taken)
+            # a label written over another label (or a marker) is worse than one a line runs through
+            return 4 * outside + 2 * crossed + 3 * sum(not (r < l2 or l > r2 or b < t2 or t > b2)
+                                                       for l2, r2, t2, b2 in taken)
 
         pos = min(boxes, key=clashes)  # the first free place, else the one that covers the fewest
+        if clashes(pos):
+            # no free place beside the point (a long name just under the roof's corner, where the roof and the
+            # ridge's line fence it in: 06's "fully connected (GEMM)" was written across both): further out, joined
+            # to its point by a thin line, its box centred (dx, dy) px from the point: "far dx dy"
+            for ox in range(-160, 161, 16):
+                for oy in range(-64, 65, 16):
+                    if abs(ox) < w / 2 + 10 and abs(oy) < 16:  # over its own point
+                        continue
+                    boxes[f"far {ox} {oy}"] = (x + ox - w / 2, x + ox + w / 2, y + oy - h / 2, y + oy + h / 2)
+            # the least in the way, and of those the nearest: the leader line stays short
+            far = min((k for k in boxes if k.startswith("far")),
+                      key=lambda k: (clashes(k), math.hypot(*map(int, k.split()[1:]))))
+            if clashes(far) < clashes(pos):
+                pos = far
         taken.append(boxes[pos])
         out[id(g[0])] = (name, pos)
     return out
+
+
+def _far_offset(pos: str) -> tuple[int, int] | None:
+    """A label placed away from its point (:func:`_labels`' "far dx dy"): its offset in px, else None."""
+    if not pos.startswith("far "):
+        return None
+    dx, dy = pos.split()[1:]
+    return int(dx), int(dy)
 
 
 def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str | None = None):
@@ -322,12 +345,21 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
         pts = [p for p in points if p.kind == kind]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in pts], y=[ys[id(p)] for p in pts], mode="markers+text", name=kind,
-            text=[labels[id(p)][0] for p in pts], textposition=[labels[id(p)][1] for p in pts],
+            # a label placed away from its point is an annotation with a leader line (below), not the marker's text
+            text=["" if _far_offset(labels[id(p)][1]) else labels[id(p)][0] for p in pts],
+            textposition=["top center" if _far_offset(labels[id(p)][1]) else labels[id(p)][1] for p in pts],
             marker=dict(size=10, color=colors[kind]), cliponaxis=False,  # a label near an edge is not cut off
             hovertext=[f"{p.name}: {p.intensity:.3g} FLOP/byte, "
                        + (f"{k * p.achieved_tflops:.3g} {unit} = {p.achieved_tflops / attainable_tflops(p.intensity, ceil):.0%} of its roof"
                           if p.ms is not None else "not timed: drawn on the roof") for p in pts],
             hovertemplate="%{hovertext}<extra></extra>"))
+    for p in points:
+        name, pos = labels[id(p)]
+        if (off := _far_offset(pos)) is not None and name:
+            # on a log axis an annotation's coordinate is an exponent; ax, ay: where its text goes, in px from it
+            fig.add_annotation(x=math.log10(p.intensity), y=math.log10(ys[id(p)]), text=name, showarrow=True,
+                               ax=off[0], ay=off[1], arrowhead=0, arrowwidth=1, arrowcolor="#666",
+                               font=dict(size=12), standoff=5)
     fig.update_layout(
         title=title or f"Roofline of {ceil.device_name}<br><sup>{ceil.matmul_rate} "
                        f"{_SHORT_DTYPE.get(ceil.matmul_dtype, ceil.matmul_dtype)} matmul, "

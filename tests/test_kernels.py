@@ -400,7 +400,7 @@ def test_first_calls_that_both_compiled_are_told_apart_by_where_their_seconds_we
                                      kernel_tuning_s=2.0)
     note = compile_modes.first_calls_note([eager, default, graphs_, tuned])
     assert ('The first call of "reduce-overhead" took less than that of "default" (3.4 s against 7.8 s), though both '
-            "missed the compile cache on disk: compiling its 34 Triton kernels took 0.0 s against 2.3 s for 34, tuning "
+            "missed the compile cache on disk: compiling its 34 Triton kernels took 0.040 s against 2.3 s for 34, tuning "
             "them 0.1 s against 1.2 s, and the rest (tracing, lowering, generating code, running the step once) "
             "3.3 s against 4.3 s.") in note
     assert "the kernels the earlier call compiled were loaded" in note and "benchmarks were not run again" in note
@@ -411,6 +411,12 @@ def test_first_calls_that_both_compiled_are_told_apart_by_where_their_seconds_we
     assert compile_modes.first_calls_note([eager, default, close]) == ""
     assert "its 1 Triton kernel took" in compile_modes.first_calls_note([eager, default,
                                                                        dataclasses.replace(close, compile_s=3.0)])
+    # the small MLP's one kernel: seconds under 0.1 keep two significant figures, not "0.0 s against 0.0 s"
+    tiny = dataclasses.replace(default, compile_s=0.9, kernels=1, kernel_compile_s=0.00231, kernel_tuning_s=0.0543)
+    small = dataclasses.replace(tiny, label="reduce-overhead", compile_s=0.46, kernel_compile_s=0.00192,
+                                kernel_tuning_s=0.0)
+    assert ("compiling its 1 Triton kernel took 0.0019 s against 0.0023 s for 1, tuning it 0.0 s against 0.054 s"
+            in compile_modes.first_calls_note([eager, tiny, small]))
     table = readable(compile_modes.timings_table([eager, default, graphs_]))
     assert list(table.shown["Triton kernels"]) == ["—", "34", "34"]
     assert any("Triton kernels, kernel compile s, kernel tuning s: an eager call compiles nothing" in n

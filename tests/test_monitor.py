@@ -354,3 +354,22 @@ def test_the_trainer_tells_its_monitor_when_it_synchronised_after_the_warm_up_an
     assert kinds == ["step", "step", "sync", "step", "step", "step", "sync", "timed"]
     assert spy.calls[-1][1][0] == "measured" and spy.calls[-1][1][1] > 0  # the run's own clock, after the sync
     assert all(done is None for k, done in spy.calls if k == "step")  # on a CPU the host's times are the GPU's
+
+
+def test_a_phase_keeps_the_samples_that_read_its_own_time_not_the_one_that_straddles_its_start():
+    """00's tiny-kernel phase read 32% NVML utilisation beside a chart at about 25%: its first sample (99%) read the
+    interval before, the large matmuls'. A sample reads the time since the one before it."""
+    from helpers.monitor.record import MonitorRecord
+
+    # 1 s of 99% then 1 s of 20%, sampled every 0.25 s; the phase boundary at 1.1 s falls inside an interval
+    samples = [{"t_s": t / 4, "gpu": 0, "util_pct": 99.0 if t <= 4 else 20.0} for t in range(9)]
+    samples[5]["util_pct"] = 80.0  # the sample at 1.25 s read its interval from 1.0 s: part matmuls, part tiny
+    phases = [{"name": "matmuls", "start_s": 0.0, "end_s": 1.1}, {"name": "tiny", "start_s": 1.1, "end_s": 2.0}]
+    rec = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=samples, phases=phases)
+    tiny = rec.summary(phase="tiny")
+    assert tiny.samples == 3 and tiny.mean_util_pct == pytest.approx(20.0)  # 1.5, 1.75, 2.0: not 1.25
+    assert rec.summary(phase="matmuls").mean_util_pct == pytest.approx(99.0)  # 0 to 1.0; 1.25 lies past its end
+    short = [{"name": "blip", "start_s": 1.4, "end_s": 1.6}]  # shorter than an interval: the samples taken in it
+    rec2 = MonitorRecord(source="nvml", devices=[0], period_s=0.25, samples=samples, phases=short)
+    blip = rec2.summary(phase="blip")
+    assert blip.samples == 1 and blip.mean_util_pct == pytest.approx(20.0)  # the one at 1.5 s

@@ -231,5 +231,8 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
     fig.update_layout(title=dict(text=f"Attention: naive vs scaled_dot_product_attention<br><sup>SDPA chose the "
                                       f"{df['SDPA kernel'].iloc[-1]} kernel<br>memory: {what}</sup>",
                                  y=0.95, yanchor="top"),  # from the top down: three lines clear of the panel titles
-                      height=460, margin=dict(t=130))
+                      # the legend under the panels: at their right its long out-of-memory entry took a third of the
+                      # width, and the memory panel's axis title sat in the gap beside the time panel
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+                      height=520, margin=dict(t=130, b=110))
     return fig

@@ -227,7 +227,15 @@ class MonitorRecord:
             if not spans:
                 raise ValueError(f"no phase named {phase!r}; phases seen: {sorted({p['name'] for p in self.phases})}")
             inside = lambda t: any(a <= t <= b for a, b in spans)  # noqa: E731
-            samples = [s for s in samples if inside(s["t_s"])]
+            # a sample reads the interval since the one before it (NVML's utilisation and GPM's metrics are
+            # averages over time): the first sample after a phase began mostly read the phase before (00's tiny
+            # kernels read 32% utilisation with it, about 25% without, one H200, 2026-11-29). A phase keeps the
+            # samples whose whole interval lies inside it; one shorter than an interval keeps those taken in it.
+            # (the record's first sample has no interval before it in the record: it counts as the moment it was taken)
+            since = [samples[i - 1]["t_s"] if i else samples[0]["t_s"] for i in range(len(samples))]
+            covered = lambda t0, t: any(a - 1e-3 <= t0 and t <= b for a, b in spans)  # noqa: E731
+            within = [s for s, t0 in zip(samples, since) if covered(t0, s["t_s"])]
+            samples = within or [s for s in samples if inside(s["t_s"])]
             steps = [s for s in steps if inside(step_end_s(s))]
             closed = all(math.isfinite(b) for _a, b in spans)
         get = lambda key: [s.get(key) for s in samples]  # noqa: E731
