@@ -370,6 +370,8 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
 
         print(worker_sweep_reading(sweep, cores=16))
     """
+    from . import tables
+
     within, beyond = sweep[~sweep.beyond_cores], sweep[sweep.beyond_cores]
     said = []
     if not within.empty and not beyond.empty:
@@ -380,11 +382,12 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
                 f"{best_out.img_per_s:,.0f} img/s against {best_in.img_per_s:,.0f} for the best within them "
                 f"({int(best_in.num_workers)} workers)")
         if change > SAME_WITHIN:
-            said.append(head + f": {change:.0%} more. A worker does not keep its core busy all the time (it waits to "
+            # tables.percent: as the table's gain column rounds it (9.5, where ":.0%" read "10% less" beside -9.5)
+            said.append(head + f": {tables.percent(100 * change)}% more. A worker does not keep its core busy all the time (it waits to "
                         "hand its batch to the main process, and on memory), so more workers than cores can still "
                         "fill the gaps; each one past the cores costs memory and switching, and the gain ends.")
         elif change < -SAME_WITHIN:
-            said.append(head + f": {-change:.0%} less. Past the cores the workers share them, and switching between "
+            said.append(head + f": {tables.percent(-100 * change)}% less. Past the cores the workers share them, and switching between "
                         "them costs more than the gaps they fill.")
         else:
             said.append(head + ": about the same (within "
