@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[tuple[str, ...]] = [
     ("figure_check",),
     ("notices", "svg", "tables", "challenge.sandbox", "challenge.leftovers"),
-    ("nvml", "models", "data", "ddp.protocol", "syncs", "gpt.model", "gpt.data"),
+    ("nvml", "models", "data", "ddp.protocol", "syncs", "gpt.model", "gpt.data", "gpt.text"),
     ("machine_profiles",),
     ("env",),
     ("timebox",),

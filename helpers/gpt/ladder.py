@@ -42,6 +42,7 @@ import torch
 from .. import bench, env, timebox
 from . import fp8 as _fp8
 from .data import MarkovSource
+from .text import TextSource
 from .flops import flops_per_token as _flops_per_token
 from .model import GPT, unique_params
 from .rungs import LOSS_TOLERANCE, LadderSetup, Rung, RungConfig, RungResult, judge, ladder_rungs, plan
@@ -101,11 +102,15 @@ class Ladder:
     """The rungs trained so far on one setup, device and set of batches (module docstring)."""
 
     def __init__(self, setup: LadderSetup, *, device: torch.device | str | None = None,
-                 ceilings: bench.Ceilings | None = None, data: MarkovSource | None = None) -> None:
+                 ceilings: bench.Ceilings | None = None, data: MarkovSource | TextSource | None = None) -> None:
         self.setup = setup
         self.device = torch.device(device) if device is not None else env.device()
         self.ceilings = ceilings
         self.source = data or MarkovSource(vocab_size=setup.cfg.vocab_size, seed=setup.seed)
+        if self.source.vocab_size > setup.cfg.vocab_size:
+            raise ValueError(f"the tokens' vocabulary ({self.source.vocab_size:,}) is larger than the model's "
+                             f"({setup.cfg.vocab_size:,}): build the GPT with vocab_size of at least "
+                             f"{self.source.vocab_size:,}, or give tokens it has rows for.")
         total = setup.warmup_steps + setup.steps
         g = torch.Generator().manual_seed(setup.seed + 1)
         seq = self.source.sample(total * setup.global_batch, setup.seq_len + 1, generator=g)

@@ -10,8 +10,9 @@ rather than inferred.
 How: forward and backward hooks on every ``Conv2d`` and ``Linear`` of the Trainer's network. On entry to a call the
 hook reads the allocated bytes and resets the allocator's peak (host-side bookkeeping: no sync); on exit, the peak
 above both what stayed allocated after it and the entry's bytes plus what the call returned (its output; in backward,
-the input's gradient and its parameters' gradients) is memory the call held only while it ran. A warm-up step runs first, so cuDNN's algorithm
-search (``cudnn_benchmark``), which tries workspaces it will not keep, is not read as the step's.
+the input's gradient and its parameters' gradients) is memory the call held only while it ran. A warm-up step runs
+first, so cuDNN's algorithm search (``cudnn_benchmark``), which tries workspaces it will not keep, is not read as the
+step's.
 """
 
 from __future__ import annotations
