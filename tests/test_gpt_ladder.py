@@ -376,3 +376,20 @@ def test_the_learning_rate_rises_over_the_warm_up_and_every_rung_takes_it_from_i
     for rung in rungs[:2]:  # eager fp32, then bf16 (which runs as fp32 or says why): each from its own step 0
         lad.train(rung, ladder.RungConfig(micro_batch=setup.micro_batch))
     assert seen[:4] == [1.5e-3, 3e-3, 3e-3, 3e-3] and seen[4:8] == [1.5e-3, 3e-3, 3e-3, 3e-3]
+
+
+def test_a_monitored_rung_marks_its_measured_steps_inside_its_band():
+    """07's compiled rung read 6% GPU utilisation over a 28 s window that was mostly its compile: the monitor now
+    knows which steps were timed, and its summary leads with them."""
+    from helpers.monitor import Monitor
+
+    lad = ladder.Ladder(SETUP, device="cpu", ceilings=CPU_CEIL)
+    rung = ladder.ladder_rungs(SETUP)[0]
+    with Monitor(title="ladder", period_s=0.05, live=False) as mon:
+        lad.climb([rung], monitor=mon)
+    names = [p["name"] for p in mon.record.phases]
+    assert names == [rung.name, f"{rung.name}: measured"]
+    outer, measured = mon.record.phases
+    assert outer["start_s"] < measured["start_s"] <= measured["end_s"] <= outer["end_s"]  # after the untimed steps
+    assert mon.snapshot().steady_phases() == (f"{rung.name}: measured",)
+    assert mon.summary_text().startswith("steady state (measured steps)")

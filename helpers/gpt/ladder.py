@@ -200,7 +200,12 @@ class Ladder:
                         monitor.refresh()
                 _sync(dev)
                 first_s = time.perf_counter() - t0
-                times = self._timed(step, batches[s.warmup_steps:], losses, monitor)
+                # the monitor marks the timed steps inside the rung's band (the rest of it: the compile, autotuning,
+                # the first CUDA graphs): its steady state is then theirs (07's compiled rung read 6% utilisation
+                # over a 28 s window that was mostly its compile)
+                phase = monitor.phase if monitor is not None else (lambda name: _nothing())
+                with phase(f"{rung.name}: measured"):  # closes after _timed's sync: the GPU has run every step
+                    times = self._timed(step, batches[s.warmup_steps:], losses, monitor)
         except torch.OutOfMemoryError as e:
             why = (str(e).strip().splitlines() or [""])[0][:140]
             del model, opt, fn
