@@ -291,4 +291,12 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     df = pd.DataFrame(rows)
     df.index.name = "per step"
     t = tables.readable(df, formats={c: "sig" for c in df.columns})
-    return dataclasses.replace(t, notes=(*t.notes, *notes))
+    # a count per step that is whole reads as one ("86 kernel launches", not 86.0; 5.2 stays 5.20)
+    shown = t.shown.copy()
+    for row in df.index:
+        if not row.endswith(", ms") and not row.startswith("GPU busy"):
+            for col in df.columns:
+                v = df.loc[row, col]
+                if v is not None and v == v and abs(v - round(v)) < 1e-9:
+                    shown.loc[row, col] = tables.whole(v)
+    return dataclasses.replace(t, shown=shown, notes=(*t.notes, *notes))

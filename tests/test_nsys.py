@@ -711,6 +711,10 @@ def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
     assert d.loc["synchronizing calls (CUDA API)", "baseline"] == pytest.approx(10 / 5)
     assert d.loc["time in synchronizing calls, ms", "baseline"] == pytest.approx(29.8 / 5)
     assert d.loc["wall time per step, ms", "top rung"] == pytest.approx(12.0)  # the wall time keeps the wait
+    shown = t.shown  # whole counts read whole: 2, not 2.00; a time keeps its figures
+    assert shown.loc["CUDA API calls in all", "top rung"] == "2" and shown.loc["synchronizing calls (CUDA API)",
+                                                                              "top rung"] == "0"
+    assert shown.loc["wall time per step, ms", "top rung"] == "12.0"
     note = next(n for n in t.notes if "closes each recording" in n)
     assert "40.6 ms in the top rung's, 0.2 ms in the baseline's" in note
     assert not any("include the one that closes" in n for n in t.notes)
