@@ -312,3 +312,22 @@ def test_the_power_line_runs_below_the_clock_line_on_their_shared_panel():
     assert tuple(p_axis.range) == pytest.approx((0, 570.0 * 1.9)) and tuple(c_axis.range) == pytest.approx((0, 2178.0))
     # as a share of the panel's height: the power line's highest point is below the clock line's lowest
     assert max(power.y) / p_axis.range[1] < 0.6 < min(clock.y) / c_axis.range[1]
+
+
+def test_each_runs_timed_steps_are_shaded_so_what_follows_them_reads_as_something_else():
+    """06's top rung rose to 93% utilisation after its timed steps (the held-out evaluation, the profiler's steps),
+    with nothing in the chart to say it had stopped training."""
+    from helpers import figure_check
+
+    long, short = _record(n=240), _record("host", n=20)
+    long.phases = [{"name": "baseline: warm-up", "start_s": 0.0, "end_s": 1.0},
+                   {"name": "baseline: measured", "start_s": 1.0, "end_s": 50.0}]
+    short.phases = [{"name": "top: measured", "start_s": 0.5, "end_s": 3.0},
+                    {"name": "top: held-out", "start_s": 3.0, "end_s": 4.0}]
+    fig = monitor_view.compare_figure(long, short)
+    bands = [(s.x0, s.x1, s.xref) for s in fig.layout.shapes]
+    assert sorted(bands) == sorted([(1.0, 50.0, "x"), (1.0, 50.0, "x3"), (0.5, 3.0, "x2"), (0.5, 3.0, "x4")])
+    assert [t.name for t in fig.data].count(monitor_view.TIMED_NAME) == 1  # one legend entry for both columns
+    assert figure_check.problems(fig) == []
+    bare = monitor_view.compare_figure(_record(n=40), _record(n=40))  # no phases: nothing shaded, no entry
+    assert not bare.layout.shapes and monitor_view.TIMED_NAME not in {t.name for t in bare.data}

@@ -267,6 +267,10 @@ def default_title(record: MonitorRecord) -> str:
     return "CPU monitor (no GPU here)"
 
 
+#: The band :func:`compare_figure` shades over each run's timed steps, and its legend's words.
+TIMED_BAND, TIMED_NAME = "#2ca02c", "timed steps (shaded)"
+
+
 def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("before", "after"),
                    title: str = "Before and after"):
     """Two runs side by side, each on its own time axis from its own start (a short run beside a long one would be
@@ -299,6 +303,16 @@ def compare_figure(before: MonitorRecord, after: MonitorRecord, *, labels=("befo
                                  line=dict(color="#000000")), row=2, col=col)
         fig.update_xaxes(title_text="seconds since the run started", row=2, col=col)
         fig.update_xaxes(matches=f"x{col + 2}", row=1, col=col)  # one time axis per run, its two panels on it
+        # the timed steps shaded: before them the set-up and warm-up, after them the held-out evaluation and the
+        # profiler's steps (06's top rung rose to 93% after its run, with nothing to say it was no longer training)
+        for ph in rec.phases:
+            if str(ph["name"]).endswith("measured") and ph.get("end_s") is not None:
+                for row in (1, 2):
+                    fig.add_vrect(x0=ph["start_s"], x1=ph["end_s"], fillcolor=TIMED_BAND, opacity=0.12, line_width=0,
+                                  layer="below", row=row, col=col)
+                if TIMED_NAME not in {t.name for t in fig.data}:  # the band's legend entry, once
+                    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=TIMED_NAME,
+                                             line=dict(color=TIMED_BAND, width=10), opacity=0.3), row=1, col=col)
     fig.update_yaxes(range=[0, 105], row=1)
     fig.update_yaxes(rangemode="tozero", tickformat=",", row=2)
     fig.update_yaxes(title_text="%", row=1, col=1)
