@@ -131,7 +131,26 @@ class ServingSweep:
         note = (f"calls: the calls timed at that point (at least {fewest:,}; more where calls are short, within "
                 f"{MORE_WITHIN_S:g} s): the p99 is the time only 1 call in 100 took longer than, so it rests on the "
                 "slowest hundredth of them")
-        return dataclasses.replace(t, notes=(*t.notes, note))
+        return dataclasses.replace(t, notes=(*t.notes, note, *self.slower_when_smaller()))
+
+    def slower_when_smaller(self) -> list[str]:
+        """Where a variant's median call took longer at a smaller batch than at a larger one, why, one line per
+        variant: a smaller batch gives the GPU less arithmetic, so the extra time is something else: the host's work
+        per call (its Python, a compiled function's guards and wrapper, the launches), or a GPU that short calls
+        leave idle between them running slower. 06's compiled bf16 read a p50 of 0.854 ms at batch 1 against
+        0.606 ms at batch 16 (one H200, 2026-11-29); an earlier run read 0.415 ms at batch 1."""
+        said = []
+        for variant in dict.fromkeys(p.variant for p in self.points):
+            pts = sorted(self.of(variant), key=lambda p: p.batch)
+            worst = max(((a, b) for i, a in enumerate(pts) for b in pts[i + 1:] if a.p50_ms > 1.1 * b.p50_ms),
+                        key=lambda ab: ab[0].p50_ms / ab[1].p50_ms, default=None)
+            if worst is not None:
+                a, b = worst
+                said.append(f"{variant}: batch {a.batch} took longer than batch {b.batch} (p50 {a.p50_ms:.3g} ms "
+                            f"against {b.p50_ms:.3g} ms): less arithmetic, more time, so the extra is something "
+                            "else: the host's work per call (its Python, a compiled function's guards, the launches) "
+                            "or a GPU that short calls leave idle running slower, not measured apart here")
+        return said
 
     def p99_basis(self) -> str:
         """How many slow calls the p99s rest on, from the calls each point took (the points with the fewest say the

@@ -113,3 +113,24 @@ def test_a_bf16_variant_is_found_under_the_name_it_ran_as(sweep):
     with pytest.raises(KeyError) as e:  # its message, not str(KeyError): that is a repr, escaped by what it quotes
         sweep.of("eager int8")
     assert e.value.args[0].startswith("no variant 'eager int8' was measured")
+
+
+def test_a_variant_slower_at_a_smaller_batch_is_said_under_the_table():
+    """06's compiled bf16 read a p50 of 0.854 ms at batch 1 against 0.606 ms at batch 16, with nothing said."""
+    pts = tuple(LatencyPoint("compiled bf16", "bf16", b, p50, p50, p50, 200, 0.0)
+                for b, p50 in ((1, 0.854), (4, 0.867), (16, 0.606), (64, 1.80)))
+    pts += tuple(LatencyPoint("eager bf16", "bf16", b, p50, p50, p50, 200, 0.0) for b, p50 in ((1, 0.49), (16, 1.0)))
+    s = ServingSweep(pts, {}, 224, "test")
+    said = s.slower_when_smaller()
+    assert said == ["compiled bf16: batch 4 took longer than batch 16 (p50 0.867 ms against 0.606 ms): less "
+                    "arithmetic, more time, so the extra is something else: the host's work per call (its Python, a "
+                    "compiled function's guards, the launches) or a GPU that short calls leave idle running slower, "
+                    "not measured apart here"]  # the widest gap of that variant; eager grows with the batch: nothing
+    assert said[0] in s.readable().notes
+    within = ServingSweep(tuple(dataclasses.replace(p, p50_ms=0.6 * 1.05) if p.batch == 4 else p for p in pts[:3]),
+                          {}, 224, "test")
+    assert within.slower_when_smaller() == ["compiled bf16: batch 1 took longer than batch 16 (p50 0.854 ms against "
+                                            "0.606 ms): less arithmetic, more time, so the extra is something else: "
+                                            "the host's work per call (its Python, a compiled function's guards, the "
+                                            "launches) or a GPU that short calls leave idle running slower, not "
+                                            "measured apart here"]
