@@ -33,8 +33,9 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
                                                      overlap; torchrun on many nodes, Slurm; a leaderboard entry
     leaderboard/   entry ← seal ← store ← concurrency the final challenge's leaderboard: sealed entries, SQLite
     ddp.scaling ← ddp                                scaling and communication measured by launching the worker
-    gpt/   model · data ← flops · memory · fp8 ← sharded · rungs · activations ← ladder · sharded_speed
-           ← step_kernels                            a small GPT and its tokens; FLOPs per token and bytes per
+    gpt/   model · data · text ← flops · memory · fp8 ← sharded · rungs · activations ← ladder
+           · sharded_speed ← step_kernels            a small GPT and its tokens (a chain, or real text offline:
+                                                     Python's documentation as bytes); FLOPs per token and bytes per
                                                      parameter, measured; FP8 through torchao where it runs; the
                                                      optimizer's state sharded over ranks, and its speed against
                                                      DDP, one rank per GPU; 07's rungs and what a
@@ -43,7 +44,8 @@ Layers, bottom to top; a module imports only from layers below its own, and neve
     train · ncu · nsys_stats · memory.resilient · memory.timeline
                                                      the training loop; Nsight Compute's table; Nsight Systems'
                                                      tables read; backing off on OOM; memory over time
-    challenge.function_check                         the same-function check
+    challenge.function_check · memory.scratch        the same-function check; what each layer holds only
+                                                     while it runs (workspaces), probed call by call
     kernels.compile_modes · memory.precision · challenge.recipes · large_batch
                                                      torch.compile's modes timed; fp32/TF32/bf16/fp16 side by side;
                                                      the classic loop and the answer key as training functions; a
