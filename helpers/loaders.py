@@ -90,8 +90,9 @@ def check_workers(num_workers: int, *, stacklevel: int = 3) -> None:
     except Exception:
         pass
     warnings.warn(
-        f"num_workers={num_workers} exceeds the {cores} cores this process may use (os.sched_getaffinity): the extra "
-        f"workers only compete for the same cores and add memory and start-up time; {alternative}.",
+        f"num_workers={num_workers} exceeds the {cores} cores this process may use (os.sched_getaffinity): the workers "
+        f"past them share those cores, each with its own memory and start-up time (whether they still gain depends on "
+        f"how long each waits: 02_dataloader's worker sweep measures it); {alternative}.",
         stacklevel=stacklevel,
     )
 

@@ -135,5 +135,5 @@ def run() -> Preflight:
                         "smoke: small runs that prove every cell works; the course's figures come from full scale"
                         if sc == "smoke" else ""))
     checks.append(Check("CPU cores", "info", f"{env.usable_cpus()} usable by this process",
-                        "loader workers beyond this number only compete for the same cores"))
+                        "loader workers beyond this number share the same cores"))
     return Preflight(checks=tuple(checks), scale=sc)

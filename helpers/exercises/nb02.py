@@ -198,7 +198,8 @@ def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float 
     cores = env.usable_cpus()
     if spec.num_workers > cores:
         return failed(name, ref, f"num_workers={spec.num_workers} is more than the {cores} cores this process may use: "
-                                 "the extra workers only compete for them. Look at the worker sweep.")
+                                 "pick a loader within them (the worker sweep shows what workers past the cores did "
+                                 "here: they share the same cores).")
     if spec.batch_size * 2 < largest:
         return failed(name, ref, f"batch_size={spec.batch_size} feeds the GPU small batches, which it computes far less "
                                  f"efficiently (01_baseline); pick one of the grid's larger batches (up to {largest}).")
