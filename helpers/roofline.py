@@ -201,7 +201,8 @@ def _above_roof_reason(over: list[RooflinePoint], ceil: Ceilings) -> str | None:
                        "which serves a repeated op's bytes faster than the copy roof measured through memory")
         elif p.bound(ceil) == "memory" and p.read_bytes is not None and p.read_bytes > 0.55 * p.bytes:
             why.append(f"{p.name} reads more bytes than it writes, and the memory roof is a copy's (as many written "
-                       "as read): memory serves reads faster than that even mix")
+                       "as read): memory likely serves reads faster than that even mix (no read-only rate is "
+                       "measured here)")
         else:
             return None
     return "; ".join(why)

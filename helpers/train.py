@@ -106,7 +106,7 @@ class TrainConfig:
     # trains the same network on the same data from other weights, in another order: a rerun, as a field measures
     # run-to-run variation (the final challenge fixes it: every run starts from the same weights).
     init_seed: int | None = None
-    # SGD's fused implementation: a few kernels update every parameter together (the loop: several per tensor)
+    # SGD(fused=True): one kernel for the whole update over every parameter (foreach: a kernel per operation)
     fused_optimizer: bool = False
     seed: int = 0
 

@@ -39,7 +39,8 @@ from ..roofline import RooflinePoint, attainable_tflops
 PAST_THE_ROOF = ("the memory roof is the bandwidth one copy kernel reached, reading and writing the same number of "
                  "bytes. A kernel can pass it where it moves fewer bytes through memory than its FLOP/byte counts "
                  "(part of its input still in the L2 cache) or mostly reads (max-pool reads four values for each it "
-                 "writes), which memory serves faster than a copy's even mix")
+                 "writes), which memory likely serves faster than a copy's even mix (no read-only rate is measured "
+                 "here)")
 
 __all__ = ["StepKernels", "Saving", "step_costs", "step_roofline", "FUSED_FORWARD", "FUSED_BACKWARD",
            "PAST_THE_ROOF", "place_kernels"]

@@ -201,13 +201,15 @@ def check_fast_loader(spec, *, grid_df, measure: Callable, share_of_best: float 
                                  "pick a loader within them (the worker sweep shows what workers past the cores did "
                                  "here: they share the same cores).")
     if spec.batch_size * 2 < largest:
-        return failed(name, ref, f"batch_size={spec.batch_size} feeds the GPU small batches, which it computes far less "
-                                 f"efficiently (01_baseline); pick one of the grid's larger batches (up to {largest}).")
+        return failed(name, ref, f"batch_size={spec.batch_size} feeds the GPU small batches: a step's fixed work (its "
+                                 "launches, the optimizer's update of every weight) is spread over fewer images; pick "
+                                 f"one of the grid's larger batches (up to {largest}).")
     if gpu and not spec.pin_memory:
         return failed(name, ref, "For training on a GPU, pin the memory: a copy from pageable memory waits for all the "
                                  "work queued before it, so the GPU finishes each step before the next can be queued. "
                                  "Pinned memory with non_blocking=True copies while the GPU still computes. The grid, "
-                                 "which runs no model, cannot show this.")
+                                 "which runs no model, cannot show this; the notebook's pageable training run "
+                                 "measures what it costs here.")
     same_batch = grid_df[grid_df["batch_size"] == spec.batch_size]
     pool = same_batch if not same_batch.empty else grid_df
     best = float(pool["img_per_s"].max())
