@@ -328,7 +328,12 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
     window = min(whole_run_window_s(base.monitor.steps), whole_run_window_s(final.monitor.steps))
     for v, label in ((base, "baseline"), (final, final.name)):
         util, ips = _monitor_series(v.monitor, label, False, window)
-        parts.append(svg.line_chart(util, title=f"{label}: utilisation while training",
+        # the record runs on past the timed steps (the held-out evaluation, the profiled steps): say where they were
+        timed = [(p["start_s"], p["end_s"]) for p in v.monitor.phases
+                 if str(p["name"]).endswith("measured") and p.get("end_s") is not None]
+        when = (f", timed steps from {timed[0][0]:.1f} to {timed[-1][1]:.1f} s (before: set-up and warm-up; after: "
+                "the held-out evaluation and the profiled steps)") if timed else ""
+        parts.append(svg.line_chart(util, title=f"{label}: utilisation over the run{when}",
                                     x_label="seconds since the run started", y_label="%", y_min=0))
         parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {window:g} s",
                                     x_label="seconds since the run started", y_label="img/s", y_min=0))
