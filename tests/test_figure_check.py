@@ -249,6 +249,22 @@ def test_a_roofline_label_goes_where_no_line_crosses_it():
     assert beside_ridge not in ("top center", "bottom center", "middle right")  # the ridge runs through those
 
 
+def test_a_roofline_label_goes_on_the_side_nearer_its_own_point_than_any_other():
+    """03's roofline (one H200, 2026-11-29) put conv2's label above it and conv3's below it, conv3 being up and to
+    the right of conv2: each label sat toward the other point, and they read crosswise."""
+    ceil = Ceilings("NVIDIA H200", 800.0, "bfloat16", 8192, 4233.0, 2**31)
+    at = [("conv1", 25.791, 10.368, "convolution"), ("conv2", 383.954, 262.339, "convolution"),
+          ("conv3", 767.265, 407.347, "convolution"), ("fc1", 170.521, 301.571, "GEMM"),
+          ("fc2", 9.4458, 0.05605, "GEMM"), ("relu·1", 0.25, 1.063, "elementwise"),
+          ("relu·4", 0.25, 0.00383, "elementwise"), ("pool·1", 0.1667, 0.2476, "pooling")]
+    points = [roofline.RooflinePoint(n, y * 1e9, y * 1e9 / x, k, 1.0) for n, x, y, k in at]
+    fig = roofline.roofline_figure(points, ceil)
+    pos = {name: p for t in fig.data[1:] for name, p in zip(t.text, t.textposition)}
+    assert not pos["conv2"].startswith("top")  # conv3 is above it
+    assert not pos["conv3"].startswith("bottom")  # conv2 is below it
+    assert figure_check.problems(fig) == []
+
+
 def test_a_roofline_label_with_no_free_place_beside_its_point_goes_further_out_on_a_leader_line():
     """06's top rung: "fully connected (GEMM)" just under the roof's corner, fenced in by the sloped roof and the
     ridge's dotted line, was written across both; "convolutions", right of the ridge under the flat roof, across the
