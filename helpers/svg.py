@@ -214,7 +214,8 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
 def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], float], ridge: float, title: str,
              width: int = 720, height: int = 360, y_unit: str = "TFLOP/s", colors: Sequence[str] | None = None) -> str:
     """Log-log: the roof (``y_unit`` against FLOP/byte) and each point (label, intensity, achieved rate in
-    ``y_unit``). A point's label sits to its right, or to its left where it would run past the plot's edge.
+    ``y_unit``). A point's label goes where no line crosses it and it covers no other label or marker: beside its
+    point where there is room, else further out on a thin leader line.
     ``colors``: one per point (else the palette's, in order)."""
     if not points:
         return _frame(width, 60, title + " (no points)", [])
@@ -231,12 +232,42 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
     body.append(f'<line x1="{xs(ridge):.1f}" y1="{top}" x2="{xs(ridge):.1f}" y2="{bottom}" stroke="#777" '
                 f'stroke-dasharray="2,3"/><text x="{xs(ridge) + 4:.1f}" y="{top + 12}" {_FONT}>ridge '
                 f'{_num(ridge)} FLOP/byte</text>')
+    # each label where no line crosses it and it covers no other label or marker, beside its point or, where there is
+    # no such place, further out on a thin leader line (the report drew "fully connected (GEMM)" and "fused pool
+    # forward" across the roof): the lines as points every 2 px, the markers as boxes
+    line_pts = [(xs(x), ys(roof(x))) for x in (lo * (hi / lo) ** (i / 400) for i in range(401))]
+    line_pts += [(xs(ridge), float(v)) for v in range(int(top), int(bottom) + 1, 2)]
+    taken = [(xs(x) - 6, xs(x) + 6, ys(y) - 6, ys(y) + 6) for _l, x, y in points]
+    ridge_w = figure_check.text_width(f"ridge {_num(ridge)} FLOP/byte", 11)
+    taken.append((xs(ridge) + 4, xs(ridge) + 4 + ridge_w, top, top + 14))
     for i, (label, x, y) in enumerate(points):
         color = colors[i] if colors is not None else PALETTE[(i + 1) % len(PALETTE)]
-        dy = -6 if i % 2 == 0 else 14  # labels alternate above and below: neighbours' labels do not overprint
-        fits = xs(x) + 7 + figure_check.text_width(label, 11) <= right
-        tx, anchor = (xs(x) + 7, "start") if fits else (xs(x) - 7, "end")
-        body.append(f'<circle cx="{xs(x):.1f}" cy="{ys(y):.1f}" r="5" fill="{color}"><title>{_esc(label)}: '
+        px, py = xs(x), ys(y)
+        w, h = figure_check.text_width(label, 11), 12.0
+        spots = [(dx, dy) for dx, dy in ((7, 4), (-7, 4), (0, -9), (0, 17), (7, -6), (-7, -6), (7, 14), (-7, 14))]
+        spots += [(ox, oy) for ox in range(-150, 151, 15) for oy in range(-60, 61, 15) if abs(ox) > 20 or abs(oy) > 20]
+
+        def box(dx: float, dy: float) -> tuple[float, float, float, float]:
+            # the text's box: anchored at its start (right of the point), its end (left) or its middle
+            x0 = px + dx if dx > 0 else px + dx - w if dx < 0 else px - w / 2
+            return x0, x0 + w, py + dy - h + 2, py + dy + 2
+
+        def cost(spot: tuple[int, int]) -> tuple[float, float]:
+            l, r, t, b = box(*spot)
+            outside = l < left or r > right or t < top or b > bottom
+            crossed = any(l <= a <= r and t <= c <= b for a, c in line_pts)
+            over = sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
+            return 4 * outside + 2 * crossed + 3 * over, math.hypot(*spot)
+
+        dx, dy = min(spots, key=cost)
+        taken.append(box(dx, dy))
+        anchor = "start" if dx > 0 else "end" if dx < 0 else "middle"
+        lead = ""
+        if math.hypot(dx, dy) > 20:  # far from its point: a thin line says whose it is
+            l, r, t, b = box(dx, dy)
+            lead = (f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{min(max(px, l), r):.1f}" y2="{min(max(py, t), b):.1f}" '
+                    'stroke="#666" stroke-width="1"/>')
+        body.append(f'{lead}<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{color}"><title>{_esc(label)}: '
                     f'{x:.3g} FLOP/byte, {y:.3g} {_esc(y_unit)}</title></circle>'
-                    f'<text x="{tx:.1f}" y="{ys(y) + dy:.1f}" text-anchor="{anchor}" {_FONT}>{_esc(label)}</text>')
+                    f'<text x="{px + dx:.1f}" y="{py + dy:.1f}" text-anchor="{anchor}" {_FONT}>{_esc(label)}</text>')
     return _frame(width, height, title, body)

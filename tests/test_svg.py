@@ -88,3 +88,27 @@ def test_dots_at_the_ends_of_the_data_are_drawn_whole_inside_the_frame():
     dots = [(float(c.get("cx")), float(c.get("cy")), float(c.get("r"))) for c in root.iter(f"{NS}circle")]
     assert len(dots) == 5
     assert all(x0 + r <= x <= x1 - r and y0 + r <= y <= y1 - r for x, y, r in dots)
+
+
+def test_a_roofline_label_is_not_written_across_the_roof():
+    """The report's roofline (06, one H200) wrote "fully connected (GEMM)" and "fused pool forward" across the roof."""
+    from helpers import figure_check
+
+    def roof(x):
+        return min(800.0, 4.233 * x)
+
+    pts = [("convolutions", 332.7, 461.1), ("fully connected (GEMM)", 170.4, 387.0),
+           ("fused pool forward", 0.727, 2.50), ("fused pool backward", 0.1818, 0.516)]
+    root = _parse(svg.roofline(pts, roof=roof, ridge=189.0, title="r"))
+    line = next(p for p in root.iter(f"{NS}polyline"))
+    curve = [tuple(map(float, xy.split(","))) for xy in line.get("points").split()]
+    for t in root.iter(f"{NS}text"):
+        if t.text not in {name for name, _x, _y in pts}:
+            continue
+        x, y, w = float(t.get("x")), float(t.get("y")), figure_check.text_width(t.text, 11)
+        l = x if t.get("text-anchor") == "start" else x - w if t.get("text-anchor") == "end" else x - w / 2
+        # the roof's segments: no point of them inside the label's box (sampled finely)
+        for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+            for k in range(11):
+                a, b = x0 + (x1 - x0) * k / 10, y0 + (y1 - y0) * k / 10
+                assert not (l <= a <= l + w and y - 10 <= b <= y + 2), (t.text, a, b)
