@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["problems", "log_marker", "log_ticks", "readable_log_axes", "short_number", "text_width", "legend_width", "label_rows", "shade_phases", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
+__all__ = ["problems", "log_marker", "log_ticks", "readable_log_axes", "short_number", "text_width", "legend_width", "label_rows", "label_clashes", "shade_phases", "SLACK_DECADES", "MAX_DECADE", "DEFAULT_WIDTH"]
 
 #: How far (in powers of ten) a label on a log axis may lie outside the data before it is called misplaced.
 SLACK_DECADES = 2.0
@@ -107,6 +107,25 @@ def text_width(text: str, size: float) -> float:
     points) should use to keep them apart."""
     lines = re.split(r"<br\s*/?>", text or "", flags=re.I)
     return max(len(_plain(line)) for line in lines) * size * _TEXT_W
+
+
+Box = tuple[float, float, float, float]  # a label's (left, right, top, bottom) in pixels, y down
+
+
+def label_clashes(box: Box, *, bounds: Box, lines: list[tuple[float, float]], taken: list[Box]) -> int:
+    """How badly a label placed at ``box`` sits, 0 where nothing is in its way: 4 where it leaves ``bounds`` (into
+    the axes' ticks or the legend), 2 where a line runs through it (``lines``: points along the lines, a few px
+    apart), and 3 for each box of ``taken`` (other labels, markers) it covers. A figure that places its own labels
+    (the roofline's, in plotly and in the report's SVG) picks the place that scores least::
+
+        pos = min(candidates, key=lambda b: label_clashes(b, bounds=plot, lines=pts, taken=placed))
+    """
+    l, r, t, b = box
+    outside = l < bounds[0] or r > bounds[1] or t < bounds[2] or b > bounds[3]
+    crossed = any(l <= x <= r and t <= y <= b for x, y in lines)
+    # a label written over another label (or a marker) is worse than one a line runs through
+    covered = sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
+    return 4 * outside + 2 * crossed + 3 * covered
 
 
 def legend_width(names: list[str]) -> float:

@@ -285,15 +285,12 @@ def _labels(points: list[RooflinePoint], ys: dict[int, float], *, x_span: tuple[
 
         def clashes(pos: str) -> int:
             l, r, t, b = boxes[pos]
-            outside = l < -4 or r > width + 4 or t < -2 or b > height + 2  # into the axes' ticks or the legend
-            crossed = any(l <= x <= r and t <= y <= b for x, y in lines)
             # a label beside its point but nearer another point reads as that one's (03's conv2 and conv3, 12 px
             # apart, each labelled on the other's side); a leader line says whose a far label is
             gap = lambda px_, py_: math.hypot(max(l - px_, 0, px_ - r), max(t - py_, 0, py_ - b))  # noqa: E731
             astray = not pos.startswith("far") and any(gap(*xy) < gap(x, y) for xy in others)
-            # a label written over another label (or a marker) is worse than one a line runs through
-            return 4 * outside + 2 * crossed + astray + 3 * sum(not (r < l2 or l > r2 or b < t2 or t > b2)
-                                                                for l2, r2, t2, b2 in taken)
+            return astray + figure_check.label_clashes(boxes[pos], bounds=(-4, width + 4, -2, height + 2),
+                                                       lines=lines, taken=taken)
 
         pos = min(boxes, key=clashes)  # the first free place, else the one that covers the fewest
         if clashes(pos):

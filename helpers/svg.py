@@ -244,7 +244,7 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
         color = colors[i] if colors is not None else PALETTE[(i + 1) % len(PALETTE)]
         px, py = xs(x), ys(y)
         w, h = figure_check.text_width(label, 11), 12.0
-        spots = [(dx, dy) for dx, dy in ((7, 4), (-7, 4), (0, -9), (0, 17), (7, -6), (-7, -6), (7, 14), (-7, 14))]
+        spots = [(7, 4), (-7, 4), (0, -9), (0, 17), (7, -6), (-7, -6), (7, 14), (-7, 14)]
         spots += [(ox, oy) for ox in range(-150, 151, 15) for oy in range(-60, 61, 15) if abs(ox) > 20 or abs(oy) > 20]
 
         def box(dx: float, dy: float) -> tuple[float, float, float, float]:
@@ -252,12 +252,9 @@ def roofline(points: list[tuple[str, float, float]], *, roof: Callable[[float], 
             x0 = px + dx if dx > 0 else px + dx - w if dx < 0 else px - w / 2
             return x0, x0 + w, py + dy - h + 2, py + dy + 2
 
-        def cost(spot: tuple[int, int]) -> tuple[float, float]:
-            l, r, t, b = box(*spot)
-            outside = l < left or r > right or t < top or b > bottom
-            crossed = any(l <= a <= r and t <= c <= b for a, c in line_pts)
-            over = sum(not (r < l2 or l > r2 or b < t2 or t > b2) for l2, r2, t2, b2 in taken)
-            return 4 * outside + 2 * crossed + 3 * over, math.hypot(*spot)
+        def cost(spot: tuple[int, int]) -> tuple[float, float]:  # the least in the way, then the nearest
+            return (figure_check.label_clashes(box(*spot), bounds=(left, right, top, bottom), lines=line_pts,
+                                               taken=taken), math.hypot(*spot))
 
         dx, dy = min(spots, key=cost)
         taken.append(box(dx, dy))

@@ -482,3 +482,12 @@ def test_the_kept_outputs_keep_each_title_above_its_table():
     import nbval.plugin
 
     assert nbval.plugin.coalesce_streams.__name__ == "coalesce_in_order"  # loading the hooks puts it in nbval's place
+
+
+def test_a_label_box_scores_what_is_in_its_way():
+    plot = (0.0, 100.0, 0.0, 100.0)
+    assert figure_check.label_clashes((10, 30, 10, 20), bounds=plot, lines=[], taken=[]) == 0
+    assert figure_check.label_clashes((90, 110, 10, 20), bounds=plot, lines=[], taken=[]) == 4  # past the edge
+    assert figure_check.label_clashes((10, 30, 10, 20), bounds=plot, lines=[(20, 15)], taken=[]) == 2  # a line
+    assert figure_check.label_clashes((10, 30, 10, 20), bounds=plot, lines=[],
+                                      taken=[(25, 40, 12, 18), (0, 5, 0, 5)]) == 3  # over one label, not the other

@@ -67,6 +67,10 @@ def test_a_summary_says_why_img_per_s_reads_below_batch_over_the_median_step():
         res, img_per_s=TINY.batch_size / (res.step_ms_median / 1e3)).summary()
     slow = dataclasses.replace(res, img_per_s=0.9 * TINY.batch_size / (res.step_ms_median / 1e3))
     assert "img/s is images over the wall clock, below the" in slow.summary()
+    # a step of 4 accumulated micro-batches trains 4 × batch_size images: batch ÷ step alone would be 4× too low
+    accum = dataclasses.replace(res, config=dataclasses.replace(TINY, grad_accum=4),
+                                img_per_s=0.9 * 4 * TINY.batch_size / (res.step_ms_median / 1e3))
+    assert "img/s is images over the wall clock, below the" in accum.summary()
 
 
 def test_a_run_measures_every_field():
