@@ -187,6 +187,11 @@ def test_the_table_and_the_loss_figure_read(climbed):
     fig = lad.loss_figure()
     assert problems(fig) == []
     assert len(fig.data) == sum(r.ran for r in lad.results)
+    floor = lad.source.entropy_rate()  # the Markov chain's: the line the curves are read against, inside the axis
+    assert [round(sh.y0, 6) for sh in fig.layout.shapes] == [round(floor, 6)]
+    lo, hi = fig.layout.yaxis.range
+    assert lo < floor < hi and all(lo < v < hi for r in lad.results for v in r.losses)
+    assert any(f"still above the chain's best possible loss ({floor:.2f})" in line for line in lad.summary_lines())
     assert all(isinstance(line, str) and "nan" not in line.lower() for line in lad.summary_lines())
 
 
@@ -393,3 +398,19 @@ def test_a_monitored_rung_marks_its_measured_steps_inside_its_band():
     assert outer["start_s"] < measured["start_s"] <= measured["end_s"] <= outer["end_s"]  # after the untimed steps
     assert mon.snapshot().steady_phases() == (f"{rung.name}: measured",)
     assert mon.summary_text().startswith("steady state (measured steps)")
+
+
+def test_importing_torchao_prints_no_syntax_warning_of_its_docstrings():
+    """Python 3.12 warns of an invalid escape in a torchao docstring as it compiles the file; the import is quiet."""
+    import warnings
+
+    source = 'def f():\n    """a regex: fqn\\.weight"""\n'
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with fp8._quiet_import():
+            compile(source, "torchao/quantization/quant_api.py", "exec")
+    assert not [w for w in seen if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]
+    with warnings.catch_warnings(record=True) as seen:  # outside it, the warning is not swallowed
+        warnings.simplefilter("always")
+        compile(source, "torchao/quantization/quant_api.py", "exec")
+    assert [w for w in seen if issubclass(w.category, (SyntaxWarning, DeprecationWarning))]  # 3.11: a deprecation

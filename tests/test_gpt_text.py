@@ -75,3 +75,14 @@ def test_a_ladder_trains_on_the_text_and_refuses_tokens_its_model_has_no_rows_fo
                          lr=1e-3)
     with pytest.raises(ValueError, match="vocabulary \\(256\\) is larger than the model's \\(128\\)"):
         ladder.Ladder(narrow, device="cpu", data=big)
+
+
+def test_a_loss_is_read_against_uniform_guessing_and_byte_frequencies(docs):
+    refs = docs.reference_losses()
+    assert [nats for _, nats in refs] == [math.log(256), docs.unigram_loss()]  # highest first
+    between = ladder.against_references(4.49, refs, steps=9)
+    assert between.startswith("The baseline's loss after 9 steps, 4.490, is below uniform guessing")
+    assert f"still above byte frequencies alone ({docs.unigram_loss():.2f})" in between
+    learnt = ladder.against_references(1.5, refs, steps=9)
+    assert "still above" not in learnt and f"byte frequencies alone ({docs.unigram_loss():.2f})" in learnt
+    assert "below uniform" not in ladder.against_references(6.0, refs, steps=1)

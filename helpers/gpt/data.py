@@ -109,6 +109,11 @@ class MarkovSource:
         h = -(probs * probs.log()).sum(dim=1)
         return float((self.stationary * h).sum())
 
+    def reference_losses(self) -> list[tuple[str, float]]:
+        """What to read a training loss against, highest first, as ``(what scores it, nats per token)``: here the
+        chain's floor, which no model goes below."""
+        return [("the chain's best possible loss", self.entropy_rate())]
+
     def sample(self, n_seq: int, length: int, *, generator: torch.Generator) -> torch.Tensor:
         """``(n_seq, length)`` token ids (int64), each row a walk of the chain from a stationary start."""
         successors, probs = self._tables

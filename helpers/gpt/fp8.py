@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from typing import Iterator
 
 import torch
@@ -65,14 +66,18 @@ def fp8_unavailable(device: torch.device | str) -> str | None:
 
 @contextlib.contextmanager
 def _quiet_import() -> Iterator[None]:
-    """torchao logs on stderr when its compiled extensions do not load (they are not needed for float8 training) and
-    torch logs a deprecation as torchao registers its types: kept off the learner's screen while it is imported."""
+    """torchao logs on stderr when its compiled extensions do not load (they are not needed for float8 training),
+    torch logs a deprecation as torchao registers its types, and Python 3.12 warns of an invalid escape in one of
+    torchao's docstrings as it compiles the file: kept off the learner's screen while it is imported."""
     loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        yield
+        with warnings.catch_warnings():
+            for category in (SyntaxWarning, DeprecationWarning):  # 3.12 and later; 3.11
+                warnings.filterwarnings("ignore", category=category, message="invalid escape sequence")
+            yield
     finally:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)

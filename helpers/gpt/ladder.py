@@ -355,6 +355,9 @@ class Ladder:
             far = max(off, key=lambda k: abs(off[k]))
             lines.append(f"After {n} steps every rung's loss lies within {abs(off[far]):.2%} of the baseline's "
                          f"{base.losses[n - 1]:.3f} ({far!r} furthest, {off[far]:+.2%}).")
+        refs = self.source.reference_losses()
+        if base.losses and refs:
+            lines.append(against_references(base.losses[-1], refs, steps=len(base.losses)))
         gains = [r for r in self.results if r.kept and r.over_top_x is not None]
         if gains:
             best = max(gains, key=lambda r: r.over_top_x)
@@ -424,9 +427,32 @@ class Ladder:
                                           "dropped</sup>"),
                           xaxis_title="optimizer step", yaxis_title="training loss (nats per token)",
                           height=460, margin=dict(l=70, r=20, t=80, b=60))
+        refs = self.source.reference_losses()
+        for label, nats in refs:  # what the loss is read against: drawn, so the curves' height means something
+            fig.add_hline(y=nats, line=dict(color="grey", dash="dot", width=1),
+                          annotation=dict(text=f"{label}: {nats:.2f}", font=dict(size=11, color="dimgrey")),
+                          annotation_position="top left")
+        ys = [v for r in ran for v in r.losses] + [nats for _, nats in refs]
+        if ys:  # the reference lines inside the axis, with room for their labels
+            lo, hi = min(ys), max(ys)
+            pad = 0.06 * (hi - lo or 1.0)
+            fig.update_yaxes(range=[lo - pad, hi + 2 * pad])
         if max((len(r.losses) for r in ran), default=1) <= 20:
             fig.update_xaxes(dtick=1)
         return fig
+
+
+def against_references(loss: float, refs: list[tuple[str, float]], *, steps: int) -> str:
+    """One sentence: where a loss stands against the losses a source names to read it by (highest first).
+
+    >>> against_references(4.49, [("uniform guessing", 5.55), ("byte frequencies alone", 3.26)], steps=9)
+    "The baseline's loss after 9 steps, 4.490, is below uniform guessing (5.55) and still above byte frequencies alone (3.26)."
+    """
+    below = [f"{label} ({nats:.2f})" for label, nats in refs if loss < nats]
+    above = [f"{label} ({nats:.2f})" for label, nats in refs if loss >= nats]
+    parts = ([f"below {' and '.join(below)}"] if below else []) + ([f"still above {' and '.join(above)}"] if above
+                                                                     else [])
+    return f"The baseline's loss after {steps} steps, {loss:.3f}, is {' and '.join(parts)}."
 
 
 class _nothing:

@@ -106,6 +106,13 @@ class TextSource:
         """Token ids back to text (bytes that do not form UTF-8 shown as �): what a model wrote, to read."""
         return bytes(int(t) for t in tokens.reshape(-1).tolist()).decode("utf-8", errors="replace")
 
+    def reference_losses(self) -> list[tuple[str, float]]:
+        """What to read a training loss against, highest first, as ``(what scores it, nats per token)``: uniform
+        guessing among the byte values, then byte frequencies alone. Below the second, a model has learnt something
+        of context; real text has no known floor."""
+        return [(f"uniform guessing among the {BYTE_VOCAB} byte values", math.log(BYTE_VOCAB)),
+                ("byte frequencies alone", self.unigram_loss())]
+
     def describe(self) -> str:
         return (f"{self.name}: {len(self.data):,} bytes as byte tokens (vocabulary {BYTE_VOCAB}), the last "
                 f"{self.held_out:.0%} held out; byte frequencies alone score {self.unigram_loss():.2f} nats per token, "
