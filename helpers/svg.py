@@ -89,12 +89,40 @@ def _esc(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
+#: A generous width per character (px) of the 11 px labels and the 13 px bold title in a sans-serif font: what a
+#: label is given room for, so that none is cut at the frame's edge (the report's titles ran off both sides).
+LABEL_CHAR_PX = 6.6
+TITLE_CHAR_PX = 8.0
+_TITLE_LINE_PX = 16
+
+
+def wrap_title(title: str, width: int) -> list[str]:
+    """``title`` in lines that fit ``width`` px at the title's font, broken between words.
+
+    >>> wrap_title("a short title", 400)
+    ['a short title']
+    """
+    fits = max(10, int((width - 20) / TITLE_CHAR_PX))
+    lines: list[str] = []
+    for word in title.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= fits:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
 def _frame(width: int, height: int, title: str, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="{_esc(title)}">'
-            f'<rect width="{width}" height="{height}" fill="white"/>'
+    """The chart in its frame under its title; a title too long for one line takes more, and the chart moves down."""
+    lines = wrap_title(title, width)
+    extra = _TITLE_LINE_PX * (len(lines) - 1)
+    head = "".join(f'<tspan x="{width / 2:.0f}" dy="{0 if i == 0 else _TITLE_LINE_PX}">{_esc(line)}</tspan>'
+                   for i, line in enumerate(lines))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + extra}" '
+            f'viewBox="0 0 {width} {height + extra}" role="img" aria-label="{_esc(title)}">'
+            f'<rect width="{width}" height="{height + extra}" fill="white"/>'
             f'<text x="{width / 2:.0f}" y="16" text-anchor="middle" font-family="sans-serif" font-size="13" '
-            f'font-weight="bold">{_esc(title)}</text>' + "".join(body) + "</svg>")
+            f'font-weight="bold">{head}</text><g transform="translate(0 {extra})">' + "".join(body) + "</g></svg>")
 
 
 def _axes(xs: _Scale, ys: _Scale | None, x_label: str, y_label: str, left: int, top: int, right: int,
@@ -128,8 +156,10 @@ def _legend(labels: list[tuple[str, str, bool]], x: int, y: int) -> list[str]:
 
 def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, width: int = 820, height: int = 300,
                x_log: bool = False, y_log: bool = False, y_min: float | None = None,
-               hline: tuple[float, str] | None = None) -> str:
-    """Lines (with a dot per point when there are few), a legend to the right; ``hline``: (y, label), dotted."""
+               hline: tuple[float, str] | None = None, spans: Sequence[tuple[float, float]] = (),
+               span_label: str = "") -> str:
+    """Lines (with a dot per point when there are few), a legend to the right; ``hline``: (y, label), dotted;
+    ``spans``: stretches of x shaded behind the lines (the timed steps), named ``span_label`` in the legend."""
     pts = [(x, y) for s in series for x, y in zip(s.xs, s.ys) if y is not None and math.isfinite(y)]
     if not pts:
         return _frame(width, height, title + " (nothing recorded)", [])
@@ -142,6 +172,11 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
     ys = _Scale(lo_y, max(ys_all) * (1.05 if not y_log else 1.5), bottom, top, y_log,
                 pad=(edge if y_min is None else 0.0, 0.0))
     body = _axes(xs, ys, x_label, y_label, left, top, right, bottom)
+    for a, b in spans:  # clipped to the frame: a span may start before the first sample
+        x0, x1 = max(left, min(right, xs(a))), max(left, min(right, xs(b)))
+        if x1 > x0:
+            body.append(f'<rect x="{x0:.1f}" y="{top}" width="{x1 - x0:.1f}" height="{bottom - top}" '
+                        f'fill="#2ca02c" fill-opacity="0.10"/>')
     legend = []
     for i, s in enumerate(series):
         color = s.color or PALETTE[i % len(PALETTE)]
@@ -159,6 +194,10 @@ def line_chart(series: list[Series], *, title: str, x_label: str, y_label: str, 
         body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#555" stroke-dasharray="2,3"/>'
                     f'<text x="{right - 4}" y="{y - 4:.1f}" text-anchor="end" {_FONT}>{_esc(hline[1])}</text>')
     body += _legend(legend, right + 12, top + 6)
+    if spans and span_label:
+        yy = top + 6 + 14 * len(legend)
+        body.append(f'<rect x="{right + 12}" y="{yy - 6}" width="18" height="12" fill="#2ca02c" fill-opacity="0.25"/>'
+                    f'<text x="{right + 34}" y="{yy + 4}" {_FONT}>{_esc(span_label)}</text>')
     return _frame(width, height, title, body)
 
 
@@ -197,7 +236,9 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
     if not items:
         return _frame(width, 60, title + " (nothing recorded)", [])
     band = 26
-    left, right, top = 100, width - 20, 28
+    # room for the longest row name ("GPU ranges (NVTX, steps)" was cut to "ges (NVTX, steps)" at a fixed 100 px)
+    left = max(100, int(12 + LABEL_CHAR_PX * max(len(str(name)) for name in rows)))
+    right, top = width - 20, 28
     height = top + band * len(rows) + 40
     xs = _Scale(min(s for s, _, _ in items), max(s + d for s, d, _ in items), left, right)
     body = _axes(xs, None, f"time ({unit})", "", left, top, right, top + band * len(rows))

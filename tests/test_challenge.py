@@ -321,7 +321,7 @@ def test_the_report_is_one_offline_file_with_this_sessions_numbers(session, base
     assert f"MFU {mfu}%" in str(final) and mfu in set(harness_readable_table([baseline, final]).shown["MFU %"])
     assert f">{mfu}%<" in page
     # the utilisation chart says where the timed steps were: after them the record runs on (held-out, profiling)
-    assert re.search(r"utilisation over the run, timed steps from \d+\.\d to \d+\.\d s", page)
+    assert re.search(r"utilisation over the run, timed steps \d+\.\d–\d+\.\d s \(shaded", page)
     # the speed-up too: the verdict's line and the table print the same digits (06 read "8.35×" above 8.3)
     shown_x = harness_readable_table([baseline, final]).shown["speed-up ×"].iloc[-1]
     assert f"{shown_x}×" in str(final) and shown_x == tables.sig(final.speedup)

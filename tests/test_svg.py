@@ -17,9 +17,9 @@ def test_a_line_chart_draws_each_series_with_its_label_escaped():
     root = _parse(svg.line_chart([svg.Series("a <b> & c", [0, 1, 2], [0, 50, 100]),
                                   svg.Series("d", [0, 2], [10, 20], dashed=True)],
                                  title="util", x_label="s", y_label="%", hline=(90, "target")))
-    lines = root.findall(f"{NS}polyline")
+    lines = list(root.iter(f"{NS}polyline"))
     assert len(lines) == 2 and lines[1].get("stroke-dasharray")
-    texts = [t.text for t in root.iter(f"{NS}text")]
+    texts = ["".join(t.itertext()) for t in root.iter(f"{NS}text")]
     assert "a <b> & c" in texts and "target" in texts and "util" in texts
     # y grows upwards: the point at 100 is drawn above the one at 0
     ys = [float(p.split(",")[1]) for p in lines[0].get("points").split()]
@@ -36,14 +36,14 @@ def test_empty_or_missing_data_still_gives_a_chart_that_says_so():
 def test_log_axes_tick_at_round_values():
     root = _parse(svg.line_chart([svg.Series("p99", [1, 4, 16, 64, 256], [0.2, 0.3, 0.9, 3.0, 11.0])],
                                  title="t", x_label="batch", y_label="ms", x_log=True, y_log=True))
-    ticks = {t.text for t in root.iter(f"{NS}text")}
+    ticks = {"".join(t.itertext()) for t in root.iter(f"{NS}text")}
     assert {"1", "10", "100"} <= ticks  # powers of ten
     root = _parse(svg.line_chart([svg.Series("p", [1, 8], [1, 2])], title="t", x_label="b", y_label="ms", x_log=True))
     assert {"1", "2", "5"} <= {t.text for t in root.iter(f"{NS}text")}  # under three decades: 2× and 5× too
     # the report's throughput (img/s): large ticks read 10k, 20k, not 1e4 and 2e4
     root = _parse(svg.line_chart([svg.Series("img/s", [0, 1, 2], [800, 9000, 21000])], title="t", x_label="s",
                                  y_label="img/s", y_log=True))
-    ticks = {t.text for t in root.iter(f"{NS}text")}
+    ticks = {"".join(t.itertext()) for t in root.iter(f"{NS}text")}
     assert {"1k", "10k", "20k"} <= ticks and not any("e" in t and t[0].isdigit() for t in ticks)
     assert not any("," in t for t in ticks)  # one style on an axis: not "5,000" beside "10k"
     root = _parse(svg.line_chart([svg.Series("img/s", [0, 1], [800, 6000])], title="t", x_label="s", y_label="img/s",
@@ -53,7 +53,7 @@ def test_log_axes_tick_at_round_values():
 
 def test_bars_timeline_and_roofline_draw_one_shape_per_item():
     bars = _parse(svg.bar_chart(["a", "b", "c"], [1.0, 2.5, None], title="MFU", unit="%", marks=[(2.0, "goal")]))
-    assert len(bars.findall(f"{NS}rect")) == 1 + 2  # the background and one bar per value
+    assert len(list(bars.iter(f"{NS}rect"))) == 1 + 2  # the background and one bar per value
     assert "2.5%" in {t.text for t in bars.iter(f"{NS}text")}
     tl = _parse(svg.timeline({"CPU ops": [(0.0, 1.0, "x"), (1.0, 0.5, "y")], "GPU kernels": [(0.5, 2.0, "k<1>")]},
                              title="t", max_per_row=1))
@@ -61,7 +61,7 @@ def test_bars_timeline_and_roofline_draw_one_shape_per_item():
     assert [b.find(f"{NS}title").text for b in boxes] == ["x", "k<1>"]  # the longest of each row, names escaped
     roof = _parse(svg.roofline([("conv", 300.0, 500.0), ("pool", 0.2, 0.5)], roof=lambda x: min(700.0, 3.0 * x),
                                ridge=233.0, title="roofline"))
-    assert len(roof.findall(f"{NS}circle")) == 2
+    assert len(list(roof.iter(f"{NS}circle"))) == 2
 
 
 def test_a_roofline_label_near_the_right_edge_turns_left_and_the_rate_takes_its_unit():
@@ -112,3 +112,32 @@ def test_a_roofline_label_is_not_written_across_the_roof():
             for k in range(11):
                 a, b = x0 + (x1 - x0) * k / 10, y0 + (y1 - y0) * k / 10
                 assert not (l <= a <= l + w and y - 10 <= b <= y + 2), (t.text, a, b)
+
+
+def test_a_long_title_wraps_inside_the_frame_and_the_chart_moves_down_for_it():
+    """The report's utilisation titles ran off both sides of an 820 px chart."""
+    title = ("+ padded conv1: utilisation over the run, timed steps 2.4–3.3 s (shaded; before them set-up and "
+             "warm-up, after them the held-out evaluation and the profiled steps)")
+    text = svg.line_chart([svg.Series("u", [0, 1, 2, 3, 4], [0, 90, 95, 90, 10])], title=title, x_label="s",
+                          y_label="%", spans=[(2.4, 3.3)], span_label="timed steps")
+    root = _parse(text)
+    lines = [t.text for t in root.find(f"{NS}text").iter(f"{NS}tspan")]
+    assert len(lines) >= 2 and " ".join(lines) == title
+    width = float(root.get("width"))
+    assert all(len(line) * svg.TITLE_CHAR_PX <= width - 20 for line in lines)
+    assert float(root.get("height")) == 300 + 16 * (len(lines) - 1)  # the title's lines added, the chart kept
+    assert root.find(f"{NS}g").get("transform") == f"translate(0 {16 * (len(lines) - 1)})"
+    shade = [r for r in root.iter(f"{NS}rect") if r.get("fill-opacity") == "0.10"]
+    assert len(shade) == 1 and float(shade[0].get("width")) > 0  # the timed steps, shaded, and named in the legend
+    assert "timed steps" in ["".join(t.itertext()) for t in root.iter(f"{NS}text")]
+    assert svg.wrap_title("short", 820) == ["short"]
+
+
+def test_a_timeline_leaves_room_for_its_longest_row_name():
+    """A fixed 100 px cut "GPU ranges (NVTX, steps)" to "ges (NVTX, steps)"."""
+    name = "GPU ranges (NVTX, steps)"
+    root = _parse(svg.timeline({name: [(0.0, 1.0, "step 1")], "GPU kernels": [(0.2, 0.5, "conv")]}, title="t"))
+    label = next(t for t in root.iter(f"{NS}text") if t.text == name)
+    assert float(label.get("x")) - len(name) * svg.LABEL_CHAR_PX >= 0
+    frame = root.find(f"{NS}g").find(f"{NS}rect")
+    assert float(frame.get("x")) > float(label.get("x"))  # the bands start right of the names

@@ -331,12 +331,14 @@ def write_report(session: Session, verdicts: list[Verdict], *, kernels: StepKern
         # the record runs on past the timed steps (the held-out evaluation, the profiled steps): say where they were
         timed = [(p["start_s"], p["end_s"]) for p in v.monitor.phases
                  if str(p["name"]).endswith("measured") and p.get("end_s") is not None]
-        when = (f", timed steps from {timed[0][0]:.1f} to {timed[-1][1]:.1f} s (before: set-up and warm-up; after: "
-                "the held-out evaluation and the profiled steps)") if timed else ""
+        when = (f", timed steps {timed[0][0]:.1f}–{timed[-1][1]:.1f} s (shaded; before them set-up and warm-up, "
+                "after them the held-out evaluation and the profiled steps)") if timed else ""
         parts.append(svg.line_chart(util, title=f"{label}: utilisation over the run{when}",
-                                    x_label="seconds since the run started", y_label="%", y_min=0))
+                                    x_label="seconds since the run started", y_label="%", y_min=0,
+                                    spans=timed, span_label="timed steps"))
         parts.append(svg.line_chart(ips, title=f"{label}: throughput, images over the last {window:g} s",
-                                    x_label="seconds since the run started", y_label="img/s", y_min=0))
+                                    x_label="seconds since the run started", y_label="img/s", y_min=0,
+                                    spans=timed, span_label="timed steps"))
     for v in (base, final):
         if v.profile is not None:
             rows = v.profile.timeline_rows(max_per_row=600)
