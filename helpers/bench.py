@@ -163,16 +163,18 @@ class Ceilings:
 
     @property
     def provenance(self) -> str:
-        """Where these figures come from, in words: ``"measured now"``, or ``"measured at 04:12 UTC today and
-        reused: every notebook of this session divides by the same ceilings"``."""
+        """Where the measured ceilings come from, in words (a data sheet figure printed beside them is never
+        measured): ``"ceilings measured now; no earlier notebook of this session had measured them"``, or
+        ``"ceilings measured at 04:12 UTC today and reused: every notebook of this session divides by the same
+        ceilings"``."""
         if not self.reused or not self.measured_at:
-            return "measured now"
+            return "ceilings measured now; no earlier notebook of this session had measured them"
         import datetime as dt
 
         when = dt.datetime.fromisoformat(self.measured_at)
         day = "today" if when.date() == dt.datetime.now(dt.timezone.utc).date() else when.strftime("%Y-%m-%d")
-        return (f"measured at {when:%H:%M} UTC {day} and reused: every notebook of this session divides by the "
-                "same ceilings")
+        return (f"ceilings measured at {when:%H:%M} UTC {day} and reused: every notebook of this session divides by "
+                "the same ceilings")
 
     def datasheet_mfu_pct(self, mfu_pct: float | None) -> float | None:
         """An MFU against the measured ceiling (in %) as a share of the data sheet's peak instead: lower wherever
@@ -358,7 +360,7 @@ def session_ceilings(device: torch.device | str | None = None, *, fresh: bool = 
 
         ceil = session_ceilings(fresh=True)   # 00_setup: measure now, and keep it for the session
         ceil = session_ceilings()             # every later notebook: the session's, or measured now if none
-        print(ceil.provenance)                # "measured at 04:12 UTC today and reused: ..."
+        print(ceil.provenance)                # "ceilings measured at 04:12 UTC today and reused: ..."
 
     Kept in ``results/local/ceilings/`` (ignored by git) for :data:`SESSION_HOURS` hours, and only while the machine
     is the one that measured them: the same boot, device, PyTorch and learner-machine profile. A file that cannot

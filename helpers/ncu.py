@@ -128,7 +128,8 @@ def profiler_table(*, batch: int, image_size: int) -> "pandas.DataFrame":  # noq
                   if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0]
     else:  # no kernels on a CPU: the aten ops that would launch them
         events = [(e.name, e.self_cpu_time_total) for e in prof.events()
-                  if e.name.startswith("aten::") and e.self_cpu_time_total > 0 and kernel_kind(e.name) != "other"]
+                  if e.name.startswith("aten::") and e.self_cpu_time_total > 0
+                  and kernel_kind(e.name) not in ("other", "attention")]
     df = pd.DataFrame([{"kernel": n[:90], "kind": kernel_kind(n), "duration_us": us} for n, us in events],
                       columns=_COLUMNS)
     counters = "the profiler times kernels; only Nsight Compute reads the hardware counters"

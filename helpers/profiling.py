@@ -99,8 +99,8 @@ _KINDS = (  # (kind, words in a kernel's or op's name), the first match wins: cu
 
 
 def kernel_kind(name: str) -> str:
-    """What a GPU kernel (or an aten op) does, read from its name: convolution, pooling, GEMM, reduction,
-    copy, elementwise, or other. Inductor names its kernels by the ops they fuse (``triton_poi_fused_…``
+    """What a GPU kernel (or an aten op) does, read from its name: convolution, pooling, GEMM, fused attention
+    (flash and its kin: "attention"), reduction, copy, elementwise, or other. Inductor names its kernels by the ops they fuse (``triton_poi_fused_…``
     is pointwise, ``triton_red_``/``triton_per_`` reductions)."""
     low = name.lower()
     if low.startswith(("triton_red", "triton_per")):
@@ -112,7 +112,7 @@ def kernel_kind(name: str) -> str:
     if "convert" in low:  # a dtype cast ("convert_…"): "conv" would read it as a convolution
         return "copy"
     if any(w in low for w in ("sdpa", "flash", "fmha")):  # fused attention ("…sdpa…flash_fprop…" is no convolution)
-        return "other"
+        return "attention"
     for kind, words in _KINDS:
         if any(w in low for w in words):
             return kind

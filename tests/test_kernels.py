@@ -95,8 +95,9 @@ def test_launch_overhead_and_many_vs_one_on_cpu():
     ("mystery", "other"),
     # a dtype cast is no convolution, and cuDNN's fused attention ("…flash_fprop…") neither: 07's table read them so
     ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda convert_float_bf16>", "copy"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x64x64_4x1x1", "other"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "other"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x64x64_4x1x1", "attention"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1", "attention"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>", "attention"),
 ])
 def test_kernel_kind(name, kind):
     assert profiling.kernel_kind(name) == kind
@@ -548,8 +549,11 @@ def test_attention_figure_marks_where_naive_ran_out_of_memory():
     marks = [t for t in fig.data if "out of memory" in (t.name or "")]
     assert len(marks) == 2 and [t.showlegend for t in marks] == [True, False]  # one legend entry for both panels
     time_mark, mem_mark = marks
-    assert list(time_mark.x) == [4096, 8192] and time_mark.y[1] == pytest.approx(4 * 31.0)
-    assert mem_mark.y[1] == pytest.approx(4 * 3.1) and list(mem_mark.marker.symbol) == ["circle-open", "x"]
+    assert list(time_mark.x) == [8192] and time_mark.y[0] == pytest.approx(4 * 31.0)
+    # the legend shows a trace's first marker: the marks' trace holds crosses only (it had shown an open circle)
+    assert mem_mark.y[0] == pytest.approx(4 * 3.1) and mem_mark.marker.symbol == "x" and mem_mark.mode == "markers"
+    lines = [t for t in fig.data if t.legendgroup == "naive oom" and t.mode == "lines"]
+    assert [list(t.x) for t in lines] == [[4096, 8192]] * 2 and not any(t.showlegend for t in lines)
     assert figure_check.problems(fig) == []
     # every length ran: no mark
     full = df.assign(**{"naive ms": [8.0, 31.0, 120.0], "naive peak GiB": [0.8, 3.1, 12.0]})

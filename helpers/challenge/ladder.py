@@ -102,9 +102,9 @@ def ladder(scale: env.Scale | None = None, rules: Rules | None = None) -> list[R
         ("+ custom kernels", "bias, ReLU and max-pool fused in one Triton kernel, forward and backward (which reads "
          "the argmax the forward kept, a byte per output)",
          lambda c: c, _fused, False),
-        ("+ fused optimizer", ("SGD(fused=True): the whole update (momentum and step) in one kernel over every "
-                               "parameter, where the default (foreach) runs a kernel per operation of the update, "
-                               "each over every parameter"),
+        ("+ fused optimizer", ("SGD(fused=True): the whole update (momentum and step) fused into one kernel, "
+                               "launched over chunks of the parameters (a large weight takes several launches), where "
+                               "the default (foreach) runs a kernel per operation of the update"),
          lambda c: dataclasses.replace(c, fused_optimizer=True), _fused, False),
         ("+ padded conv1", "conv1's input padded from 3 to 8 channels with zeros (the same function)",
          lambda c: c, _fused_padded, False),

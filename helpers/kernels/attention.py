@@ -196,11 +196,14 @@ def _out_of_memory_marks(fig, df: "pandas.DataFrame", name: str, color: str, mem
         if not (last[key] == last[key]):  # no figure at its longest length (no allocator on a CPU): nothing to scale
             continue
         grow = [(L / last["seq_len"]) ** 2 for L in lost["seq_len"]]
+        # the dotted line from the last length that ran, then the crosses as a trace of their own: the legend shows a
+        # trace's first marker, and a line whose first point is the (hidden) start read as an open circle, not a ×
         fig.add_trace(go.Scatter(x=[last["seq_len"], *lost["seq_len"]], y=[last[key], *(last[key] * g for g in grow)],
-                                 mode="lines+markers", line=dict(color=color, dash="dot", width=1),
-                                 marker=dict(symbol=["circle-open", *["x"] * len(grow)], size=[1, *[11] * len(grow)],
-                                             color=color),
-                                 name=f"{name}: out of memory, × at L² growth",
+                                 mode="lines", line=dict(color=color, dash="dot", width=1), showlegend=False,
+                                 legendgroup=f"{name} oom", hoverinfo="skip"), row=1, col=col)
+        fig.add_trace(go.Scatter(x=list(lost["seq_len"]), y=[last[key] * g for g in grow], mode="markers",
+                                 marker=dict(symbol="x", size=11, color=color),
+                                 name=f"{name}: out of memory (×: where L² growth would put it)",
                                  showlegend=col == 1, legendgroup=f"{name} oom",
                                  hovertemplate="L = %{x:,}: out of memory; about %{y:.3g} by L² growth<extra></extra>"),
                       row=1, col=col)
