@@ -48,9 +48,15 @@ def test_static_figure_has_four_panels_with_data_and_phase_bands():
     util = next(t for t in fig.data if t.name == "NVML utilisation")
     assert len(util.x) == 20
     # one shaded band per phase in each of the four panels, inside the panel (not across the gaps between them)
-    assert len(fig.layout.shapes) == 2 * 4
-    assert {s.yref for s in fig.layout.shapes} == {"y domain", "y2 domain", "y3 domain", "y5 domain"}
-    assert fig.layout.shapes[-1].x1 == pytest.approx(round(19 * 0.25))  # an open band ends at the last sample
+    bands = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(bands) == 2 * 4
+    assert {s.yref for s in bands} == {"y domain", "y2 domain", "y3 domain", "y5 domain"}
+    assert bands[-1].x1 == pytest.approx(round(19 * 0.25))  # an open band ends at the last sample
+    # under each label a bar in its band's colour spans exactly its band, above the panels
+    bars = [s for s in fig.layout.shapes if s.type == "line"]
+    assert [(b.x0, b.x1) for b in bars] == [(s.x0, s.x1) for s in bands[::4]]
+    assert all(b.yref == "paper" and b.y0 > 1 for b in bars)
+    assert [b.line.color for b in bars] == [s.fillcolor for s in bands[::4]]
     memory = next(t for t in fig.data if t.name == "NVML used")
     assert fig.layout["yaxis" + memory.yaxis[1:]].rangemode == "tozero"
     titles = {a.text for a in fig.layout.annotations}

@@ -236,7 +236,14 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     margin.t = 70 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
     plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
     labels = [dict(x=x, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
-                   font=dict(size=10), yanchor="bottom") for (name, _start, _end), x, row in zip(bands, centres, rows)]
+                   font=dict(size=10, color=COLORS[i % len(COLORS)]), yanchor="bottom")
+              for i, ((name, _start, _end), x, row) in enumerate(zip(bands, centres, rows))]
+    # under each label, a bar in its band's colour over exactly its band: a label moved in from the plot's edge, or
+    # one of a phase nested in another (07's "…: measured" inside its rung), still shows which seconds it names
+    fig.layout.shapes = list(fig.layout.shapes) + [
+        dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (22 + 13 * row) / plot_h,
+             y1=1 + (22 + 13 * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
+        for i, ((_name, start, end), row) in enumerate(zip(bands, rows))]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
 
