@@ -109,6 +109,11 @@ def test_compare_precisions_trains_each_from_the_same_start():
     assert runs["fp32, no TF32"].losses[0] == pytest.approx(runs["fp32 (PyTorch's default: TF32 convolutions)"].losses[0])
     table = precision.precision_table(runs)
     assert table.loc["fp32 (PyTorch's default: TF32 convolutions)", "× speed vs fp32"] == 1.0
+    # the loss column says what it holds: the mean of the last quarter, not the curve's last point
+    r = runs["bf16 autocast"]
+    tail = r.losses[-max(1, len(r.losses) // 4):]
+    assert table.loc["bf16 autocast", precision.LOSS_COLUMN] == pytest.approx(sum(tail) / len(tail))
+    assert "final loss" not in table.columns
     fig = precision.loss_figure(runs)
     assert len(fig.data) == 3 and fig.layout.legend.orientation == "h"  # long names under the plot, not beside it
     assert figure_check.problems(fig) == []
