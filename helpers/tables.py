@@ -83,6 +83,17 @@ def whole(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def as_shown(text: str) -> float:
+    """The number a reader sees in ``text``: a figure printed beside the figures it is computed from is computed
+    from them as printed, so the reader's arithmetic agrees with it (the report read "703 W against the baseline's
+    222 W … at 3.18× the power", where 703 ÷ 222 is 3.17).
+
+    >>> as_shown("1,290"), as_shown("43.7%"), as_shown("3.18×")
+    (1290.0, 43.7, 3.18)
+    """
+    return float(text.replace(",", "").strip().rstrip("×%").strip())
+
+
 def times(v: float, digits: int = 3) -> str:
     """A ratio as "N×" with ``digits`` significant figures, the one way a speed-up or its bound is printed (in a
     sentence, a table's note, a report), so the same bound never reads 1.8× in one place and 2× in another.

@@ -62,6 +62,12 @@ def test_the_reports_power_is_the_energy_counters_over_the_same_steps_not_the_po
     page = write_report(session, [base, top], path=tmp_path / "r.html").read_text()
     assert "643 W against the baseline's 217 W" in page and "524 W" not in page
     assert "31.9× the images per second at 2.96× the power is 10.8× less energy per image" in page
+    # the power ratio is the watts' as printed: 221.6 W and 702.6 W read "222" and "703", and 703 ÷ 222 is 3.17
+    # (the unrounded ratio, 3.18, disagreed with the figures beside it)
+    base = dataclasses.replace(base, steady=_steady(0.32, power_w=0.0), img_per_s=692.5)
+    top = dataclasses.replace(top, steady=_steady(702.6 / 21_867.0, power_w=0.0))
+    page = write_report(session, [base, top], path=tmp_path / "r2.html").read_text()
+    assert "703 W against the baseline's 222 W" in page and "at 3.17× the power" in page
 
 
 def test_each_reason_energy_went_unmeasured_is_told_apart():

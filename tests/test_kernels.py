@@ -265,6 +265,12 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
     # 03's export gave "the GPU's own time is 68 µs" and "72 µs" a line apart for one replay: each now says whose
     assert "the eager call's kernels take 69 µs on the GPU, so the bound is 8.5×" in text
     assert "copies of the input in and the output out: 18 kernels, 72 µs" in text and "the other 9 µs is 0.5 µs" in text
+    # the share and the rest follow from the microseconds as printed (03 read "82 µs … 72 µs … busy 89% … the other
+    # 9 µs" from 82.4 and 72.4): a reader's arithmetic gives the same
+    odd = GraphSpeedup(eager_us=584, graph_us=82.4, speedup=7.1, low=6.8, high=7.5, rounds=25, calls=20,
+                       separated=True, kernel_us=69, replay_kernel_us=72.4, replay_kernels=18)
+    assert "82 µs vs 584 µs" in str(odd) and "18 kernels, 72 µs" in str(odd)
+    assert "busy 88% of its time, and the other 10 µs is 0.6 µs" in str(odd)
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
     assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)

@@ -259,9 +259,11 @@ def _energy(base: Verdict, final: Verdict) -> str:
     pb, pf = b * base.img_per_s, f * final.img_per_s  # J/image × image/s: the counter's mean power over the steps
     if pb > 0 and pf > 0:  # the sentence follows the two measurements, whichever way they went
         how = "more" if pf > pb else "less"
-        text += (f" It drew {how} power while it ran ({pf:.0f} W against the baseline's {pb:.0f} W, each its energy "
+        shown_f, shown_b = f"{pf:.0f}", f"{pb:.0f}"  # the power ratio from the watts as printed beside it
+        power_x = tables.as_shown(shown_f) / max(tables.as_shown(shown_b), 1.0)
+        text += (f" It drew {how} power while it ran ({shown_f} W against the baseline's {shown_b} W, each its energy "
                  f"per image times its images per second): {tables.times(final.img_per_s / base.img_per_s)} the "
-                 f"images per second at {tables.times(pf / pb)} the power is {ratio} energy per image.")
+                 f"images per second at {tables.times(power_x)} the power is {ratio} energy per image.")
     return f"<p>{text}</p>"
 
 
