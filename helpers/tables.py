@@ -216,7 +216,25 @@ def column_kind(name: Any, values) -> str:
         return "whole"
     if values is not None and str(getattr(values, "dtype", "")).lower().startswith(("int", "uint")):
         return "whole"
+    if values is not None and not tokens & _MEASURED_UNITS and "×" not in n and _all_whole(values):
+        return "whole"  # counts kept as floats (ncu's registers, kernels per step): 03 printed "registers 32.0"
     return "sig"
+
+
+#: Units of a measured quantity in a column's name: such a column keeps its significant figures even where its
+#: values happen to be whole (a test's 8.0 ms; a time is never a count).
+_MEASURED_UNITS = {"ms", "µs", "us", "s", "gib", "mib", "gb", "gb/s", "tflop/s", "w", "mhz", "x"}
+
+
+def _all_whole(values) -> bool:
+    """Every value present is a whole number, of two or more (a count: a measured float is never exactly whole
+    in every row; ``[1.0]`` alone, a ratio to itself, is not a count)."""
+    present = [v for v in values if not _missing(v)]
+    try:
+        nums = [float(v) for v in present]
+    except (TypeError, ValueError):
+        return False
+    return bool(nums) and all(math.isfinite(x) and x == int(x) for x in nums) and max(abs(x) for x in nums) >= 2
 
 
 def _all_bool(values) -> bool:

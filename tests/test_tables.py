@@ -216,3 +216,15 @@ def test_a_rate_a_time_box_cut_reads_as_not_measured_never_nan(v, ceiling):
     assert not_a_number_figures(said) == [] and NOT_MEASURED_HERE in said
     assert rate_of_text(1234.4, 2000.0) == "1,234 img/s (62% of the ceiling)"
     assert rate_text(2.5e3, "GB/s") == "2,500 GB/s"
+
+
+def test_a_float_column_of_counts_prints_whole_and_a_measured_one_keeps_its_figures():
+    """03's tables printed ncu's "registers 32.0" and "blocks by registers 2.00", and "kernels per step 68.0"."""
+    import pandas as pd
+
+    df = pd.DataFrame({"registers": [32.0, 18.0], "kernels per step": [68.0, 1.0], "total ms": [8.0, 2.0],
+                       "speed-up ×": [2.0, 4.0], "ratio": [1.0, 1.0], "mean": [2.5, 3.0]})
+    shown = tables.readable(df).shown
+    assert list(shown["registers"]) == ["32", "18"] and list(shown["kernels per step"]) == ["68", "1"]
+    assert list(shown["total ms"]) == ["8.00", "2.00"] and list(shown["speed-up ×"]) == ["2.00", "4.00"]
+    assert list(shown["ratio"]) == ["1.00", "1.00"] and list(shown["mean"]) == ["2.50", "3.00"]
