@@ -27,8 +27,12 @@ __all__ = ["PrometheusExporter", "write_tensorboard", "METRIC_HELP", "Metric", "
 
 #: sample key → (metric name, help text)
 METRIC_HELP = {
-    "util_pct": ("gpu_utilization_percent", "NVML GPU utilisation: share of time any kernel ran"),
-    "sm_active_pct": ("gpu_sm_active_percent", "GPM SM activity: share of SMs busy"),
+    # each help says over which window its gauge was read: one scrape can find SM activity above NVML's utilisation
+    # (01's read 14 beside 9): two readings of different windows
+    "util_pct": ("gpu_utilization_percent", "NVML GPU utilisation: share of time any kernel ran, over the driver's "
+                                            "last sample period (1/6 s to 1 s, by the GPU)"),
+    "sm_active_pct": ("gpu_sm_active_percent", "GPM SM activity: share of SMs busy, over the monitor's last "
+                                               "sampling interval"),
     "sm_occupancy_pct": ("gpu_sm_occupancy_percent", "GPM SM occupancy: resident warps vs maximum"),
     "tensor_active_pct": ("gpu_tensor_active_percent", "GPM tensor-core activity"),
     "dram_bw_pct": ("gpu_dram_bandwidth_percent", "GPM DRAM bandwidth vs peak"),
