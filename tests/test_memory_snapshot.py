@@ -296,3 +296,18 @@ def test_tensor_kinds_names_weights_gradients_and_adam_state():
     moments = [adam.state[p][k] for p in params for k in ("exp_avg", "exp_avg_sq")]
     assert {kinds[m.untyped_storage().data_ptr()] for m in moments} == {"optimizer state"}
     assert S.tensor_kinds() == {}
+
+
+def test_a_kind_too_thin_to_see_says_so_in_the_legend():
+    """04's snapshot chart listed "other" in its legend with no area anywhere (0.00 GiB)."""
+    from helpers import figure_check
+    from helpers.memory.snapshot import THIN_SHARE, SnapshotTimeline, timeline_figure
+
+    gib = 2**30
+    tl = SnapshotTimeline(device="test", kinds=("activations", "other"), phases=(("forward", 0.0, 2.0),), notes=(),
+                          t_ms=(0.0, 1.0, 2.0), allocated=((0, 4 * gib, 2 * gib), (0, 1024, 0)),
+                          reserved=(0, 5 * gib, 5 * gib), blocks=())
+    fig = timeline_figure(tl)
+    names = [t.name for t in fig.data]
+    assert names[0] == "activations" and names[1] == f"other (under {THIN_SHARE:.0%} of the peak: too thin to see)"
+    assert figure_check.problems(fig) == []

@@ -334,13 +334,20 @@ _BANDS = {"forward": "rgba(31,119,180,0.10)", "backward": "rgba(255,127,14,0.10)
           "optimizer": "rgba(44,160,44,0.12)"}
 
 
+#: A kind whose largest allocation stays below this share of the step's peak draws no visible band.
+THIN_SHARE = 0.01
+
+
 def timeline_figure(tl: SnapshotTimeline, *, title: str | None = None):
     """Allocated GiB stacked by kind against time, the reserved pool dotted, the peak marked, the phases shaded."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for kind, series in zip(tl.kinds, tl.allocated):
-        fig.add_trace(go.Scatter(x=tl.t_ms, y=[b / GIB for b in series], name=kind, mode="lines", line_shape="hv",
+        # a kind too small to see keeps its legend entry, saying so: 04's "other" was listed with no area to find
+        thin = tl.peak > 0 and max(series, default=0) < THIN_SHARE * tl.peak
+        name = f"{kind} (under {THIN_SHARE:.0%} of the peak: too thin to see)" if thin else kind
+        fig.add_trace(go.Scatter(x=tl.t_ms, y=[b / GIB for b in series], name=name, mode="lines", line_shape="hv",
                                  stackgroup="allocated", line=dict(width=0.5, color=_COLORS.get(kind)),
                                  fillcolor=_COLORS.get(kind)))
     if any(tl.reserved):
