@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from . import env, timebox
+from . import env, tables, timebox
 
 __all__ = [
     "DatasheetPeak",
@@ -259,6 +259,16 @@ def flops_rate(tflops: float) -> str:
     """
     value, unit = (tflops, "TFLOP/s") if abs(tflops) >= 1 else (tflops * 1e3, "GFLOP/s")
     return f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+def flops_rate_as_shown(tflops: float) -> float:
+    """The TFLOP/s that :func:`flops_rate` prints, as a number: a share computed from it agrees with the rate beside
+    it (07 read "433 TFLOP/s … 43.7% of … 989", where 433 ÷ 989 is 43.8%).
+
+        flops_rate_as_shown(432.6) == 433.0; flops_rate_as_shown(0.03524) == 0.0352
+    """
+    value, unit = flops_rate(tflops).split(" ")
+    return tables.as_shown(value) / (1e3 if unit == "GFLOP/s" else 1.0)
 
 
 def matmul_tflops(

@@ -270,6 +270,10 @@ def test_mfu_against_the_data_sheet_and_the_measured_ceiling():
     lad.flops_per_token = 2 * fpt  # the learner's count, once it passes, is what MFU divides
     assert lad.mfu(r) == pytest.approx(2 * 150_000 * fpt / 989.4e12)
     assert "NVIDIA H100 SXM data sheet" in lad.mfu_text(r)
+    # the shares follow from the rate as printed: 432.6 TFLOP/s reads "433", and 433 ÷ 989.4 is 43.8% (07 read 43.7%)
+    lad.flops_per_token = 432.6e12 / 150_000
+    text = lad.mfu_text(r)
+    assert "= 433 TFLOP/s" in text and "54.1% of the 800 TFLOP/s" in text and "43.8% of the NVIDIA H100 SXM" in text
     cpu = ladder.Ladder(SETUP, device="cpu", ceilings=CPU_CEIL)
     assert cpu.mfu(r) is None and "not meaningful" in cpu.mfu_text(r)
 

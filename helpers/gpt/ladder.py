@@ -330,7 +330,8 @@ class Ladder:
             return head
         if not c.bounds:
             return f"{head}; MFU is {bench.NOT_A_BOUND}"
-        text = f"{head}, MFU {c.mfu_text(achieved / c.matmul_tflops)}"
+        # the shares from the rate as printed in the head: a reader's division gives the same figures
+        text = f"{head}, MFU {c.mfu_text(bench.flops_rate_as_shown(achieved) / c.matmul_tflops)}"
         return text if c.datasheet_tflops else text + " (the course has no data sheet figure for this GPU)"
 
     def summary_lines(self) -> list[str]:
