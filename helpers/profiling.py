@@ -100,8 +100,8 @@ _KINDS = (  # (kind, words in a kernel's or op's name), the first match wins: cu
 
 def kernel_kind(name: str) -> str:
     """What a GPU kernel (or an aten op) does, read from its name: convolution, pooling, GEMM, fused attention
-    (flash and its kin: "attention"), reduction, copy, elementwise, or other. Inductor names its kernels by the ops they fuse (``triton_poi_fused_…``
-    is pointwise, ``triton_red_``/``triton_per_`` reductions)."""
+    (flash and its kin: "attention"), reduction, copy, elementwise, or other. Inductor names its kernels by the ops
+    they fuse (``triton_poi_fused_…`` is pointwise, ``triton_red_``/``triton_per_`` reductions)."""
     low = name.lower()
     if low.startswith(("triton_red", "triton_per")):
         return "reduction"

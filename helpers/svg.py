@@ -89,10 +89,11 @@ def _esc(s: object) -> str:
     return html.escape(str(s), quote=True)
 
 
-#: A generous width per character (px) of the 11 px labels and the 13 px bold title in a sans-serif font: what a
-#: label is given room for, so that none is cut at the frame's edge (the report's titles ran off both sides).
-LABEL_CHAR_PX = 6.6
-TITLE_CHAR_PX = 8.0
+#: The fonts' sizes (px): the labels', and the bold title's as a regular font's of the same width. Their widths
+#: come from :func:`helpers.figure_check.text_width`, the estimate the plotly figures' labels are placed by, so that
+#: no label is cut at the frame's edge (the report's titles ran off both sides).
+LABEL_FONT_PX = 11
+TITLE_FONT_PX = 14
 _TITLE_LINE_PX = 16
 
 
@@ -102,10 +103,9 @@ def wrap_title(title: str, width: int) -> list[str]:
     >>> wrap_title("a short title", 400)
     ['a short title']
     """
-    fits = max(10, int((width - 20) / TITLE_CHAR_PX))
     lines: list[str] = []
     for word in title.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= fits:
+        if lines and figure_check.text_width(f"{lines[-1]} {word}", TITLE_FONT_PX) <= width - 20:
             lines[-1] += " " + word
         else:
             lines.append(word)
@@ -237,7 +237,7 @@ def timeline(rows: dict[str, list[tuple[float, float, str]]], *, title: str, uni
         return _frame(width, 60, title + " (nothing recorded)", [])
     band = 26
     # room for the longest row name ("GPU ranges (NVTX, steps)" was cut to "ges (NVTX, steps)" at a fixed 100 px)
-    left = max(100, int(12 + LABEL_CHAR_PX * max(len(str(name)) for name in rows)))
+    left = max(100, int(12 + max(figure_check.text_width(str(name), LABEL_FONT_PX) for name in rows)))
     right, top = width - 20, 28
     height = top + band * len(rows) + 40
     xs = _Scale(min(s for s, _, _ in items), max(s + d for s, d, _ in items), left, right)

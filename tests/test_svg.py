@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree
 
-from helpers import svg
+from helpers import figure_check, svg
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -124,7 +124,7 @@ def test_a_long_title_wraps_inside_the_frame_and_the_chart_moves_down_for_it():
     lines = [t.text for t in root.find(f"{NS}text").iter(f"{NS}tspan")]
     assert len(lines) >= 2 and " ".join(lines) == title
     width = float(root.get("width"))
-    assert all(len(line) * svg.TITLE_CHAR_PX <= width - 20 for line in lines)
+    assert all(figure_check.text_width(line, svg.TITLE_FONT_PX) <= width - 20 for line in lines)
     assert float(root.get("height")) == 300 + 16 * (len(lines) - 1)  # the title's lines added, the chart kept
     assert root.find(f"{NS}g").get("transform") == f"translate(0 {16 * (len(lines) - 1)})"
     shade = [r for r in root.iter(f"{NS}rect") if r.get("fill-opacity") == "0.10"]
@@ -138,6 +138,6 @@ def test_a_timeline_leaves_room_for_its_longest_row_name():
     name = "GPU ranges (NVTX, steps)"
     root = _parse(svg.timeline({name: [(0.0, 1.0, "step 1")], "GPU kernels": [(0.2, 0.5, "conv")]}, title="t"))
     label = next(t for t in root.iter(f"{NS}text") if t.text == name)
-    assert float(label.get("x")) - len(name) * svg.LABEL_CHAR_PX >= 0
+    assert float(label.get("x")) - figure_check.text_width(name, svg.LABEL_FONT_PX) >= 0
     frame = root.find(f"{NS}g").find(f"{NS}rect")
     assert float(frame.get("x")) > float(label.get("x"))  # the bands start right of the names

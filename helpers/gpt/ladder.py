@@ -449,11 +449,10 @@ def against_references(loss: float, refs: list[tuple[str, float]], *, steps: int
     >>> against_references(4.49, [("uniform guessing", 5.55), ("byte frequencies alone", 3.26)], steps=9)
     "The baseline's loss after 9 steps, 4.490, is below uniform guessing (5.55) and still above byte frequencies alone (3.26)."
     """
-    below = [f"{label} ({nats:.2f})" for label, nats in refs if loss < nats]
-    above = [f"{label} ({nats:.2f})" for label, nats in refs if loss >= nats]
-    parts = ([f"below {' and '.join(below)}"] if below else []) + ([f"still above {' and '.join(above)}"] if above
-                                                                     else [])
-    return f"The baseline's loss after {steps} steps, {loss:.3f}, is {' and '.join(parts)}."
+    below = " and ".join(f"{label} ({nats:.2f})" for label, nats in refs if loss < nats)
+    above = " and ".join(f"{label} ({nats:.2f})" for label, nats in refs if loss >= nats)
+    where = " and ".join(part for part in (below and f"below {below}", above and f"still above {above}") if part)
+    return f"The baseline's loss after {steps} steps, {loss:.3f}, is {where}."
 
 
 class _nothing:

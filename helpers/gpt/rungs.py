@@ -120,7 +120,8 @@ def ladder_rungs(setup: LadderSetup) -> list[Rung]:
         Rung("bf16", "+ bf16 autocast", "matmuls in bf16 on tensor cores (fp32 weights and optimizer)",
              {"dtype": "bf16"}),
         Rung("sdpa", "+ fused attention", "scaled_dot_product_attention: no T×T scores kept", {"attention": "sdpa"}),
-        Rung("fused_adamw", "+ fused AdamW", "AdamW(fused=True): the whole update fused into one kernel", {"fused_adamw": True}),
+        Rung("fused_adamw", "+ fused AdamW", "AdamW(fused=True): the whole update fused into one kernel",
+             {"fused_adamw": True}),
         Rung("compile", "+ torch.compile", "the model compiled: elementwise ops fused, fewer launches",
              {"compile": True}),
         Rung("large_micro_batch", f"+ micro-batch {big}", f"micro-batches of {big} instead of {m}, "
