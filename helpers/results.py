@@ -224,6 +224,7 @@ def comparison_table(path: Path | str | None = None, *, baseline: str = "baselin
     df = df.drop(columns=["notebook"], errors="ignore")
     if not df.empty and baseline in rows and "img_per_s" in df:
         df["speedup_x"] = df["img_per_s"] / rows[baseline]["img_per_s"]
+        df.attrs["ratio_of"] = {"speedup_x": ("img_per_s", baseline, "row/base")}
     df.index.name = "variant"
     how = df.pop("measured_as") if "measured_as" in df else pd.Series(None, index=df.index, dtype=object)
     on_cpu = data.get("device") == "cpu"

@@ -104,6 +104,10 @@ def test_a_rung_that_gains_speed_and_costs_memory_or_energy_says_both():
     (line,) = costs_beside_gains([fused, padded])
     assert line == ("+ padded conv1: +2.7% img/s over + fused optimizer, and peak memory 3.75 → 6.61 GiB (+76%), "
                     "energy per image 29.5 → 33.4 mJ (+13%), NVML utilisation 100% → 95%.")
+    # the change in % from the figures as printed: 06 read "1.64 → 5.56 GiB (+240%)", where 5.56 ÷ 1.64 is 3.39
+    (line,) = costs_beside_gains([rung("+ CUDA graphs", 10_000, 1.6449, 29.5, 100.0),
+                                  rung("+ batch size", 16_750, 5.5600, 29.5, 100.0)])
+    assert "peak memory 1.64 → 5.56 GiB (+239%)" in line
     # within the limits: nothing to say; a rung that did not train: left out
     assert costs_beside_gains([fused, rung("+ same", 22_000, 3.9, 30.0, 99.0)]) == []
     assert costs_beside_gains([fused, dataclasses.replace(padded, train=None)]) == []

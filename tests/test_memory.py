@@ -637,3 +637,19 @@ def test_reserved_is_read_over_the_measured_step_from_an_empty_cache(monkeypatch
     assert "starts from an empty cache" in line and "allocated plus the allocator's cache" in line
     cpu = anatomy.anatomy(models.ReferenceCNN(16), x, y)
     assert cpu.peak_reserved is None and anatomy.reserved_reading([cpu]) == ""
+
+
+def test_one_steps_peaks_in_several_cells_are_read_beside_what_earlier_cells_held():
+    """04 read the fp32 peak at batch 256 as 11.70, 11.85 and 11.88 GiB in three cells, and said nothing of why: an
+    allocator peak counts every live tensor, and the later cells began with the anatomy's input batch alive."""
+    from helpers.memory.anatomy import live_gib, peaks_beside_live
+
+    line = peaks_beside_live("fp32 at batch 256", [("the anatomy", 11.695, 0.001), ("the precision comparison",
+                                                   11.8512, 0.1437), ("this budget", 11.8802, 0.1752)],
+                             held="the anatomy's input batch among them")
+    assert "11.70, 11.85 and 11.88 GiB at its peak" in line
+    assert "held 0.00, 0.14 and 0.18 GiB when each began (the anatomy's input batch among them)" in line
+    assert line.endswith("the step's own peaks read 11.70, 11.71 and 11.70 GiB.")  # from the printed figures
+    # a CPU has no allocator: nothing to say, and nothing live to count
+    assert peaks_beside_live("fp32", [("a", 1.0, None), ("b", 1.1, 0.1)]) == ""
+    assert live_gib("cpu") is None

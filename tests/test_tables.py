@@ -228,3 +228,45 @@ def test_a_float_column_of_counts_prints_whole_and_a_measured_one_keeps_its_figu
     assert list(shown["registers"]) == ["32", "18"] and list(shown["kernels per step"]) == ["68", "1"]
     assert list(shown["total ms"]) == ["8.00", "2.00"] and list(shown["speed-up ×"]) == ["2.00", "4.00"]
     assert list(shown["ratio"]) == ["1.00", "1.00"] and list(shown["mean"]) == ["2.50", "3.00"]
+
+
+def test_a_ratio_column_is_computed_from_the_figures_as_shown():
+    """03's optimizer table read "× vs for-loop 9.6" beside 1.3 ms and 0.13 ms: the ratio came from the unrounded
+    times. Shown from the shown times, a reader's division agrees; the data keeps the unrounded ratio."""
+    df = pd.DataFrame({"step": ["loop", "foreach", "fused"], "step ms": [1.3049, 0.3102, 0.1349],
+                       "spread %": [2.7, 9.3, 8.6]})
+    df["× vs loop"] = df["step ms"].iloc[0] / df["step ms"]
+    df.attrs.update(spread="spread %", spread_of=["step ms", "× vs loop"],
+                    ratio_of={"× vs loop": ("step ms", 0, "base/row")})
+    t = readable(df)
+    assert list(t.shown["step ms"]) == ["1.3", "0.31", "0.13"]
+    assert list(t.shown["× vs loop"]) == ["1.0", "4.2", "10"]  # 1.3 ÷ 0.13, not 9.67
+    assert t.data["× vs loop"].iloc[2] == pytest.approx(1.3049 / 0.1349)
+    # a slow-down over the last row, and one column over another, row by row
+    slow = pd.DataFrame({"ms": [14.5123, 0.30612, 0.032644]}, index=["1000 add_", "foreach", "one add_"])
+    slow["× slower"] = slow["ms"] / slow["ms"].iloc[-1]
+    slow.attrs["ratio_of"] = {"× slower": ("ms", "one add_", "row/base")}
+    assert list(readable(slow).shown["× slower"]) == ["445", "9.39", "1.00"]  # unrounded: 444.6, 9.378
+    mem = pd.DataFrame({"manual MiB": [114.4, 1290.4], "fused MiB": [40.1, 122.3]}, index=[1024, 4096])
+    mem["manual ÷ fused ×"] = mem["manual MiB"] / mem["fused MiB"]
+    mem.attrs["ratio_of"] = {"manual ÷ fused ×": ("manual MiB", "fused MiB", "column/column")}
+    assert list(readable(mem).shown["manual ÷ fused ×"]) == ["2.84", "10.6"]  # 114 ÷ 40.1, 1,290 ÷ 122
+    # a part of the table without the column or the base row: its ratios stay as computed
+    assert list(readable(df[["× vs loop"]]).shown["× vs loop"]) == ["1.00", "4.21", "9.67"]
+    assert list(readable(df.iloc[1:]).shown["× vs loop"]) == ["4.2", "9.7"]
+    df.attrs["ratio_of"] = {"× vs loop": ("step ms", 0, "sideways")}
+    with pytest.raises(ValueError, match="base/row"):
+        readable(df)
+
+
+def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmetic():
+    """00 read "66,117 img/s (797 TFLOP/s ÷ 12.06 GFLOP per image)", where 797 ÷ 12.06 is 66,086; 07 read "grows
+    11.4×" beside 1,290 and 114, 11.3×; 06's kinds and the rest added to 101%."""
+    assert tables.rounded(797.4e12 / 12.06e9) == "66,100"
+    assert tables.rounded(45.31) == "45.3" and tables.rounded(0.0123456) == "0.0123"
+    assert tables.times_as_shown("1,290", "114") == "11.3×"
+    assert tables.times_as_shown("0.704 ms", "0.129 ms", digits=2) == "5.5×"
+    shares = [0.5845, 0.2245, 0.0545, 0.0345, 0.0045, 0.0975]  # each rounded alone: 58+22+5+3+0+10, 98%
+    pct = tables.whole_percents(shares)
+    assert sum(pct) == 100 and all(abs(p - 100 * s) < 1 for p, s in zip(pct, shares))
+    assert tables.whole_percents([0.25, 0.25, 0.5]) == [25, 25, 50]

@@ -140,7 +140,8 @@ def time_loops(loops: dict[str, Callable], *, batches, size: int, device, repeat
                      "img/s": images / (m.median_ms * 1e-3)})
     df = pd.DataFrame(rows).set_index("loop")
     df["× vs " + df.index[0]] = df["ms"].iloc[0] / df["ms"]
-    df.attrs.update(spread="spread_pct", spread_of=["ms", "img/s", "× vs " + df.index[0]])
+    df.attrs.update(spread="spread_pct", spread_of=["ms", "img/s", "× vs " + df.index[0]],
+                    ratio_of={"× vs " + df.index[0]: ("ms", df.index[0], "base/row")})
     return df
 
 

@@ -268,6 +268,7 @@ def attention_memory(seq_lens: list[int], *, cfg: GPTConfig | None = None, devic
         win.tick()
     df = pd.DataFrame(rows).set_index("tokens")
     df["manual ÷ fused kept ×"] = df["manual kept MiB"] / df["sdpa kept MiB"]
+    df.attrs["ratio_of"] = {"manual ÷ fused kept ×": ("manual kept MiB", "sdpa kept MiB", "column/column")}
     if dev.type != "cuda":
         df = df.drop(columns=["manual peak MiB", "sdpa peak MiB"])
     df.attrs["what"] = (f"one block of width {shape.n_embd} with {shape.n_head} heads, batch {batch}, "

@@ -233,6 +233,7 @@ def timings_table(timings: list[StepTiming]) -> "pandas.DataFrame":  # noqa: F82
     df["× vs " + timings[0].label] = timings[0].step.median_ms / df["step ms"]
     df.attrs["spread"] = "spread %"  # each row's step figures to the precision its spread supports
     df.attrs["spread_of"] = ["step ms", timings[0].rate_unit, "× vs " + timings[0].label]
+    df.attrs["ratio_of"] = {"× vs " + timings[0].label: ("step ms", df.index[0], "base/row")}
     df.attrs["formats"] = {"compile cache": "text", "Triton kernels": "whole", timings[0].rate_unit: "whole"}
     df.attrs["missing"] = {c: "an eager call compiles nothing" for c in ("compile cache", "Triton kernels",
                                                                          "kernel compile s", "kernel tuning s")}

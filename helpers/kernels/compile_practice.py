@@ -425,6 +425,7 @@ def _against_first(df: "pandas.DataFrame", label: str, ratio: str) -> "pandas.Da
     df[ratio] = df["step ms"].iloc[0] / df["step ms"]
     df.attrs["spread"] = "spread %"
     df.attrs["spread_of"] = ["step ms", ratio]
+    df.attrs["ratio_of"] = {ratio: ("step ms", df.index[0], "base/row")}
     df.attrs["formats"] = {label: "text", "kernels": "whole"}
     df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
     return df

@@ -124,6 +124,7 @@ def many_vs_one(*, n: int = 1000, numel: int = 256, device: torch.device | str |
         rows.append({"variant": name, "ms": m.median_ms, "spread_pct": m.spread_pct})
     df = pd.DataFrame(rows)
     df["× slower than one add_"] = df["ms"] / df["ms"].iloc[-1]
+    df.attrs["ratio_of"] = {"× slower than one add_": ("ms", df.index[-1], "row/base")}
     return df
 
 

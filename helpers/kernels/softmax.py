@@ -79,6 +79,7 @@ def compare(variants: dict[str, Callable[[torch.Tensor], torch.Tensor]], *, rows
     df["× vs " + df["variant"].iloc[0]] = df["ms"].iloc[0] / df["ms"]
     df.attrs["spread"] = "spread_pct"
     df.attrs["spread_of"] = ["ms", "GB/s", "× vs " + df["variant"].iloc[0]]
+    df.attrs["ratio_of"] = {"× vs " + df["variant"].iloc[0]: ("ms", df.index[0], "base/row")}
     df.attrs["missing"] = {"share of copy bandwidth": "no copy ceiling was given to compare with"}
     if dev.type == "cpu":
         df.attrs["above_roof"] = {"share of copy bandwidth": "a CPU's copy ceiling is a small stand-in measured in a "

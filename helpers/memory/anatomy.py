@@ -235,6 +235,36 @@ def reserved_reading(items: list[Anatomy]) -> str:
             "NVML's used adds the CUDA context.")
 
 
+def live_gib(device: torch.device | str | None = None) -> float | None:
+    """GiB that live tensors hold now (the allocator's count), None off a GPU: what earlier cells still hold, which
+    every allocator peak taken after this counts too (:func:`peaks_beside_live`)."""
+    dev = torch.device(device) if device is not None else env.device()
+    return torch.cuda.memory_allocated(dev) / GIB if dev.type == "cuda" else None
+
+
+def peaks_beside_live(what: str, readings: list[tuple[str, float | None, float | None]], *, held: str = "") -> str:
+    """One sentence on the same step's peak read in several cells, written from the readings: each ``(where, peak
+    GiB, GiB live when it began)``. An allocator peak counts every tensor alive in the process, the earlier cells'
+    too, so the same step reads higher in a later cell; less what was live before, the step's own peaks. "" where a
+    reading is missing (a CPU has no allocator). ``held``: what those earlier tensors are, where the caller knows.
+
+        print(peaks_beside_live("fp32 at batch 256", [("the anatomy", 11.70, 0.0), ("this budget", 11.88, 0.18)]))
+
+    04 read the fp32 peak at batch 256 as 11.70, 11.85 and 11.88 GiB in three cells and said nothing of why.
+    """
+    if len(readings) < 2 or any(peak is None or live is None for _, peak, live in readings):
+        return ""
+    names = [where for where, _, _ in readings]
+    joined = lambda items: ", ".join(items[:-1]) + " and " + items[-1]  # noqa: E731
+    peaks = [f"{peak:.2f}" for _, peak, _ in readings]
+    lives = [f"{live:.2f}" for _, _, live in readings]
+    own = [f"{float(p) - float(v):.2f}" for p, v in zip(peaks, lives)]  # from the figures as printed
+    return (f"{what}, one step read in {len(readings)} cells ({joined(names)}): {joined(peaks)} GiB at its peak. An "
+            f"allocator peak counts every tensor alive in this process, earlier cells' too, and those held "
+            f"{joined(lives)} GiB when each began{f' ({held})' if held else ''}; less those, the step's own peaks "
+            f"read {joined(own)} GiB.")
+
+
 def precision_reading(full: Anatomy, low: Anatomy) -> str:
     """What a lower precision did to the activations kept, in one sentence written from the two anatomies: how much
     the floats fell, and that the integer indices did not (so the whole falls less than half).
