@@ -538,6 +538,9 @@ def test_the_separate_adds_are_set_beside_the_launch_cost_they_repeat():
                                                        "above (8.7 µs)")
     slow = launches.separate_adds_text(lo, table.assign(ms=[13.2]))
     assert "13.2 µs each, 1.5× the 8.7 µs per launch measured above" in slow and "1000 tensors of 256" in slow
+    # 03 once read "9.5 µs each, the cost of one launch above (12.0 µs)": 21% apart is not "the cost"
+    fast = launches.separate_adds_text(launches.LaunchOverhead(12.0, 0.9, 20_000, "cuda"), table.assign(ms=[9.5]))
+    assert "9.5 µs each, 0.79× the 12.0 µs per launch measured above, in another way" in fast
     cpu = launches.LaunchOverhead(host_us_per_launch=2.0, gpu_us_per_kernel=None, launches=2_000, device="cpu")
     assert "the cost of one tiny op above" in launches.separate_adds_text(cpu, table.assign(ms=[2.1]))
 

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .. import bench, env
+from .. import bench, env, tables
 
 __all__ = ["elementwise_chain", "LaunchOverhead", "launch_overhead", "many_vs_one", "separate_adds_text",
            "LaunchCount", "count_launches", "counts_table", "compiled_launches", "parse_calls", "parse_launches", "triton_launches"]
@@ -135,12 +135,14 @@ def separate_adds_text(lo: LaunchOverhead, table: "pandas.DataFrame", *, n: int 
     (8.7 µs)"``. ``n`` and ``numel``: as ``many_vs_one`` was called."""
     each = float(table["ms"].iloc[0]) * 1e3 / n
     what = "launch" if lo.gpu_us_per_kernel is not None else "tiny op"
-    ratio = each / lo.host_us_per_launch
-    if abs(ratio - 1) <= 0.25:
-        return f"{n} separate add_ calls: {each:.1f} µs each, the cost of one {what} above ({lo.host_us_per_launch:.1f} µs)"
-    return (f"{n} separate add_ calls: {each:.1f} µs each, {ratio:.1f}× the {lo.host_us_per_launch:.1f} µs per {what} "
-            f"measured above, which added to one tensor of one element, where these add to {n} tensors of {numel} "
-            "taken from a list")
+    each_text, launch_text = f"{each:.1f}", f"{lo.host_us_per_launch:.1f}"
+    ratio = tables.as_shown(each_text) / tables.as_shown(launch_text)  # from the two figures as printed
+    # "the cost of one launch" only where the two read alike (03 once said it of 9.5 µs beside 12.0 µs)
+    if abs(ratio - 1) <= 0.1:
+        return f"{n} separate add_ calls: {each_text} µs each, the cost of one {what} above ({launch_text} µs)"
+    return (f"{n} separate add_ calls: {each_text} µs each, {tables.times(ratio, 2)} the {launch_text} µs per {what} "
+            f"measured above, in another way: that loop added to one tensor of one element, these add to {n} tensors "
+            f"of {numel} taken from a list")
 
 
 @dataclasses.dataclass(frozen=True)
