@@ -237,9 +237,13 @@ def reserved_reading(items: list[Anatomy]) -> str:
 
 def live_gib(device: torch.device | str | None = None) -> float | None:
     """GiB that live tensors hold now (the allocator's count), None off a GPU: what earlier cells still hold, which
-    every allocator peak taken after this counts too (:func:`peaks_beside_live`)."""
+    every allocator peak taken after this counts too (:func:`peaks_beside_live`). Unreachable tensors are collected
+    first: a measurement that starts with :func:`free_memory` frees them, so they are not what earlier cells hold."""
     dev = torch.device(device) if device is not None else env.device()
-    return torch.cuda.memory_allocated(dev) / GIB if dev.type == "cuda" else None
+    if dev.type != "cuda":
+        return None
+    free_memory()
+    return torch.cuda.memory_allocated(dev) / GIB
 
 
 def peaks_beside_live(what: str, readings: list[tuple[str, float | None, float | None]], *, held: str = "") -> str:
