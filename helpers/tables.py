@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Sequence, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "rounded", "whole_percents", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "rounded", "whole_percents", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -197,6 +197,42 @@ def not_a_number_figures(text: str) -> list[str]:
     """Where ``text`` (a cell's printed output) shows NaN or inf with a unit: ``['nan×']`` for "= nan× the baseline".
     The notebook runs refuse such a cell: say what was not measured instead (:func:`times_over`)."""
     return list(dict.fromkeys(m.group(0) for m in _NOT_A_NUMBER.finditer(text)))
+
+
+_NUM = r"\d[\d,]*(?:\.\d+)?"
+_UNITS = r"(?:ms|µs|s|GiB|MiB|GB|GB/s|TFLOP/s|img/s|tok/s|W|mJ)"
+_A_AND_B = rf"(?<![\w.])(?P<a>{_NUM}) (?P<u>{_UNITS})(?![\w/])[^()\n]{{0,90}}?(?<![\w.])(?P<b>{_NUM}) (?P=u)(?![\w/])"
+#: Two figures of one unit and, after them, their ratio: "eager 0.704 ms, compiled 0.129 ms (5.5×)", "1,290 MiB …,
+#: fused attention 122 MiB: 10.6× less"; or a figure, its ratio and the other: "3.36 ms, 0.991× the 3.39 ms".
+_RATIOS = (re.compile(_A_AND_B + rf"[^()\n\d]{{0,12}}\((?P<r>{_NUM})×"),
+           re.compile(_A_AND_B + rf": (?P<r>{_NUM})× (?:less|more|faster|slower)"),
+           re.compile(rf"(?<![\w.])(?P<a>{_NUM}) (?P<u>{_UNITS})(?![\w/]),? (?P<r>{_NUM})× the (?P<b>{_NUM}) (?P=u)(?![\w/])"))
+#: A change in % beside the two figures it is computed from: "peak memory 1.64 → 5.56 GiB (+239%)".
+_CHANGE = re.compile(rf"(?<![\w.])(?P<a>{_NUM})(?: {_UNITS})? → (?P<b>{_NUM}) (?:{_UNITS}|%)(?![\w/]) \((?P<p>[-+−]{_NUM})%\)")
+
+
+def arithmetic_disagreements(text: str) -> list[str]:
+    """Where ``text`` (a cell's printed output) prints a ratio or a change in % beside the two figures it comes from,
+    and the reader's own arithmetic on those figures, as printed, gives another value to the last digit shown:
+    ``['0.704 ms, compiled 0.129 ms (5.4×']`` (0.704 ÷ 0.129 is 5.46). The notebook runs refuse such a cell: compute
+    the figure from the figures as printed (:func:`times_as_shown`, :func:`as_shown`).
+
+    >>> arithmetic_disagreements("eager 0.704 ms, compiled 0.129 ms (5.4×)"), arithmetic_disagreements("1.64 → 5.56 GiB (+239%)")
+    (['0.704 ms, compiled 0.129 ms (5.4×'], [])
+    """
+    def half_step(t: str) -> float:  # half the last printed digit's step, and a hair for binary fractions
+        return 0.5 * 10 ** -(len(t.split(".")[1]) if "." in t else 0) * 1.001 + 1e-12
+
+    out = []
+    for m in (m for pattern in _RATIOS for m in pattern.finditer(text)):
+        a, b, r = as_shown(m["a"]), as_shown(m["b"]), as_shown(m["r"])
+        if a and b and all(abs(r - x) > half_step(m["r"]) for x in (a / b, b / a)):
+            out.append(m.group(0))
+    for m in _CHANGE.finditer(text):
+        a, b, p = as_shown(m["a"]), as_shown(m["b"]), float(m["p"].replace("−", "-").replace(",", ""))
+        if a and abs(100 * (b / a - 1) - p) > half_step(m["p"]):
+            out.append(m.group(0))
+    return list(dict.fromkeys(out))
 
 
 def percent(p: float) -> str:

@@ -29,6 +29,18 @@ def test_every_table_an_instructor_presents_reads_at_a_glance():
             assert unreadable_cells(table) == [], f"{page.name}: {unreadable_cells(table)}"
 
 
+def test_every_ratio_an_export_prints_beside_its_figures_is_their_arithmetic():
+    """03 printed "eager 0.704 ms, compiled 0.129 ms (5.4×)" and 06 "1.64 → 5.56 GiB (+240%)": a reader dividing
+    the printed figures gets 5.46 and +239%. The notebook runs refuse such a cell now; the exports must agree too."""
+    import html as html_lib
+
+    from helpers.tables import arithmetic_disagreements
+
+    for page in sorted((ROOT / "exports").glob("*.html")):
+        text = html_lib.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        assert arithmetic_disagreements(text) == [], f"{page.name}: {arithmetic_disagreements(text)}"
+
+
 def test_an_export_carries_no_machine_paths_no_empty_prompts_and_no_heading_links():
     import importlib.util
 

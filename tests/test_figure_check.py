@@ -350,6 +350,10 @@ def test_a_cell_that_prints_a_ratio_of_what_was_not_measured_fails_and_words_tha
     said = "the step alone: 4,000 img/s = " + tables.times_over(4000.0, float("nan")) + "\n"
     assert conftest.not_a_number_printed(out(said)) == [] and "not measured" in said
     assert conftest.not_a_number_printed(out("a financial nanny in 3 s; 12.5× the baseline")) == []
+    # a ratio beside the figures it comes from, which their printed values do not give
+    assert conftest.arithmetic_printed(out("eager 0.704 ms, compiled 0.129 ms (5.4×)\n")) == [
+        "0.704 ms, compiled 0.129 ms (5.4×"]
+    assert conftest.arithmetic_printed(out("eager 0.704 ms, compiled 0.129 ms (5.5×)\n", "display")) == []
 
 
 @pytest.mark.slow  # profiles in a child process: `make test-slow`

@@ -270,3 +270,21 @@ def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmet
     pct = tables.whole_percents(shares)
     assert sum(pct) == 100 and all(abs(p - 100 * s) < 1 for p, s in zip(pct, shares))
     assert tables.whole_percents([0.25, 0.25, 0.5]) == [25, 25, 50]
+
+
+@pytest.mark.parametrize("text, flagged", [
+    ("eager 0.704 ms, compiled 0.129 ms (5.4×)", True),          # 03: 0.704 ÷ 0.129 is 5.46
+    ("eager 0.704 ms, compiled 0.129 ms (5.5×)", False),
+    ("the eager step's 3.35 ms (1.15× its speed)", False),       # one figure only: nothing to divide
+    ("2.91 ms a step against the eager step's 3.35 ms (1.15× its speed)", False),
+    ("took 2.5 ms, 1.04× the 2.3 ms of the compiled model", True),  # 03: 2.5 ÷ 2.3 is 1.09
+    ("took 3.36 ms, 0.991× the 3.39 ms of the compiled model", False),
+    ("keeps 1,290 MiB per block, fused attention 114 MiB: 10.6× less", True),
+    ("keeps 1,290 MiB per block, fused attention 122 MiB: 10.6× less", False),
+    ("peak memory 1.64 → 5.56 GiB (+240%)", True),               # 06: 5.56 ÷ 1.64 is 3.390
+    ("peak memory 1.64 → 5.56 GiB (+239%)", False),
+    ("energy per image 29.5 → 33.4 mJ (+13%)", False),
+    ("1.2 ms for 4.0 GiB (2.0×)", False),                        # two units: not a pair to divide
+])
+def test_a_ratio_printed_beside_its_figures_is_checked_against_them(text, flagged):
+    assert bool(tables.arithmetic_disagreements(text)) is flagged, tables.arithmetic_disagreements(text)

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from .. import bench, env, models
+from .. import bench, env, models, tables
 from ..bench import Ceilings
 from ..kernels.compile_practice import ScaleLoggedMLP, counting_backend, graph_breaks, quiet_torch_logs
 from ..kernels.graphs import graph_launches, graph_speedup
@@ -513,9 +513,11 @@ def check_fast_step(make_step: Callable | None, *, device, dtype: torch.dtype = 
     if t_yours >= t_eager:
         return failed(name, ref, f"It is right but takes {t_yours:.2f} ms a step against {t_eager:.2f} ms eager "
                                  f"(batch {batch}, {image_size}×{image_size}).")
+    yours_ms, eager_ms = tables.sig(t_yours), tables.sig(t_eager)  # the ratio from the two times as printed
     return CheckResult(name, "passed", f"It trains like the eager step, in channels_last, compiled, replaying CUDA "
                                        f"graphs, and runs a step of batch {batch} at {image_size}×{image_size} in "
-                                       f"{t_yours:.2f} ms against {t_eager:.2f} ms eager ({t_eager / t_yours:.2f}×).",
+                                       f"{yours_ms} ms against {eager_ms} ms eager "
+                                       f"({tables.times_as_shown(eager_ms, yours_ms)}).",
                        make_step)
 
 
