@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Sequence, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "rounded", "whole_percents", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "whole_percents", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -109,6 +109,17 @@ def times_as_shown(top: str, bottom: str, digits: int = 3) -> str:
     ('5.5×', '11.3×')
     """
     return times(as_shown(top.split()[0]) / as_shown(bottom.split()[0]), digits)
+
+
+def change_as_shown(before: str, after: str) -> str:
+    """The change from ``before`` to ``after``, two figures as a sentence prints them, in whole %: the reader's own
+    arithmetic on them (06 printed "1.64 → 5.56 GiB (+240%)" from the unrounded GiB, where 5.56 ÷ 1.64 is 3.39).
+
+    >>> change_as_shown("1.64", "5.56"), change_as_shown("29.5 mJ", "33.4 mJ")
+    ('+239%', '+13%')
+    """
+    a, b = as_shown(before.split()[0]), as_shown(after.split()[0])
+    return f"{100 * (b / a - 1):+.0f}%" if a else "from nothing"
 
 
 def rounded(v: float, digits: int = 3) -> str:

@@ -178,11 +178,11 @@ def costs_beside_gains(verdicts: list[Verdict]) -> list[str]:
         # each change in % from the two figures as printed: "1.64 → 5.56 GiB (+240%)" had come from unrounded ones
         a, b = prev.peak_mem_gib, cur.peak_mem_gib
         if a and b and 100 * (b / a - 1) >= COST_LIMITS["memory_pct"]:
-            costs.append(f"peak memory {a:.2f} → {b:.2f} GiB ({_change_as_shown(f'{a:.2f}', f'{b:.2f}')})")
+            costs.append(f"peak memory {a:.2f} → {b:.2f} GiB ({tables.change_as_shown(f'{a:.2f}', f'{b:.2f}')})")
         a, b = prev.j_per_image, cur.j_per_image
         if a and b and 100 * (b / a - 1) >= COST_LIMITS["energy_pct"]:
             costs.append(f"energy per image {1e3 * a:.1f} → {1e3 * b:.1f} mJ "
-                         f"({_change_as_shown(f'{1e3 * a:.1f}', f'{1e3 * b:.1f}')})")
+                         f"({tables.change_as_shown(f'{1e3 * a:.1f}', f'{1e3 * b:.1f}')})")
         a, b = prev.nvml_util_pct, cur.nvml_util_pct
         if a is not None and b is not None and a - b >= COST_LIMITS["nvml_pts"]:
             costs.append(f"NVML utilisation {a:.0f}% → {b:.0f}%")
@@ -190,9 +190,3 @@ def costs_beside_gains(verdicts: list[Verdict]) -> list[str]:
             gain = 100 * (cur.img_per_s / prev.img_per_s - 1)
             out.append(f"{cur.name}: {gain:+.1f}% img/s over {prev.name}, and " + ", ".join(costs) + ".")
     return out
-
-
-def _change_as_shown(before: str, after: str) -> str:
-    """The change from ``before`` to ``after``, two printed figures, in whole % ("+239%" for 1.64 → 5.56)."""
-    a, b = tables.as_shown(before), tables.as_shown(after)
-    return f"{100 * (b / a - 1):+.0f}%" if a else "from nothing"
