@@ -197,6 +197,22 @@ class Ceilings:
                      f"{flops_rate(self.datasheet_tflops)}")
         return text
 
+    def mfu_text_of_rate(self, tflops: float) -> str:
+        """:meth:`mfu_text` for a FLOP rate printed just before it, each share the reader's division of that rate by
+        the ceiling as printed (07 read "= 445 TFLOP/s, MFU 55.8% of the 797 TFLOP/s", where 445 ÷ 797 is 55.8 only
+        by the unrounded 797.4)::
+
+            ceil.mfu_text_of_rate(flops_rate_as_shown(achieved))
+        """
+        if not self.bounds:
+            return self.mfu_text(tflops / self.matmul_tflops)
+        text = f"{tflops / flops_rate_as_shown(self.matmul_tflops):.1%} of the {self.matmul_rate} {self.matmul_dtype} " \
+               "ceiling measured here"
+        if self.datasheet_tflops:
+            text += (f"; {100 * tflops / flops_rate_as_shown(self.datasheet_tflops):.1f}% of the {self.datasheet_gpu} "
+                     f"data sheet's dense {flops_rate(self.datasheet_tflops)}")
+        return text
+
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
         return self.matmul_tflops * 1e12 / flops_per_img

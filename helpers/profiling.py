@@ -139,11 +139,15 @@ class KernelStats:
     def __str__(self) -> str:
         if not self.kernels_per_step:
             return "no GPU kernels recorded (CPU run)"
+        busy = round(100 * self.gpu_busy_share)
         text = (f"{self.kernels_per_step:.0f} kernels per step, {self.mean_kernel_us:.1f} µs each on average; "
-                f"GPU busy {self.gpu_busy_share:.0%} of the profiled time")
+                f"GPU busy {busy}% of the profiled time")
         if self.earlier_work_share >= 0.005:
-            text += (f": {self.profiled_work_share:.0%} on the profiled steps' kernels, "
-                     f"{self.earlier_work_share:.0%} still finishing steps the host had queued before them")
+            # the two parts as printed add up to the busy share as printed ("busy 98%: 78% … 19%" had read 97):
+            # the profiled steps' part is what the other leaves
+            earlier = round(100 * self.earlier_work_share)
+            text += (f": {busy - earlier}% on the profiled steps' kernels, "
+                     f"{earlier}% still finishing steps the host had queued before them")
         return text
 
 

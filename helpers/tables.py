@@ -136,14 +136,24 @@ def rounded(v: float, digits: int = 3) -> str:
 
 
 def whole_percents(shares: Sequence[float]) -> list[int]:
-    """Shares of one whole (0–1, summing to 1) as whole percents that add to 100, as a reader adds them: each rounded
-    down, and the points left over given to the largest remainders (06 read "58%, 22%, 5%, 3%, 3%; the rows below
-    them: 10%", 101% in all).
+    """Shares of one whole (0–1, summing to 1) as whole percents that add to 100: each but the last rounded alone,
+    as a reader rounds the figure it is shown beside, and the last, the rest (what no row shows), whatever makes
+    100. 06 read "58%, 22%, 5%, 3%, 3%; the rows below them: 10%", 101% in all; then, with the points shared out
+    by the largest remainders, "copy 2%" beside a table row of 2.6%.
 
-    >>> whole_percents([0.584, 0.224, 0.054, 0.034, 0.032, 0.072])  # each rounded alone: 58+22+5+3+3+7, 98%
-    [58, 23, 6, 3, 3, 7]
+    >>> whole_percents([0.584, 0.224, 0.054, 0.034, 0.026, 0.078])  # each rounded alone: 58+22+5+3+3+8, 99%
+    [58, 22, 5, 3, 3, 9]
+
+    Where the rest cannot take up the difference (it would fall below zero), the points go to the largest
+    remainders instead, so no figure reads below zero.
     """
     raw = [100 * s for s in shares]
+    if not raw:
+        return []
+    alone = [math.floor(r + 0.5) for r in raw[:-1]]
+    rest = round(sum(raw)) - sum(alone)
+    if rest >= 0:
+        return [*alone, rest]
     out = [math.floor(r) for r in raw]
     left = round(sum(raw)) - sum(out)
     for i in sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)[:max(left, 0)]:

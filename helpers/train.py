@@ -255,7 +255,9 @@ class TrainResult:
         beside a 45.8 ms median step, which would be 5,590), why: img/s is images over the wall clock."""
         if not (self.step_ms_median > 0 and self.img_per_s > 0):
             return ""
-        per_step = self.config.batch_size * self.config.grad_accum / (self.step_ms_median / 1e3)  # a step's images
+        # a step's images over the median step as printed beside it, so the reader's division gives this figure
+        step_ms = round(self.step_ms_median, 1) or self.step_ms_median  # under 0.05 ms: the unrounded step
+        per_step = self.config.batch_size * self.config.grad_accum / (step_ms / 1e3)
         if self.img_per_s >= 0.97 * per_step:
             return ""
         return (f" | {self.img_per_s:,.0f} img/s is images over the wall clock, below the {per_step:,.0f} of batch ÷ "

@@ -43,8 +43,13 @@ def test_communication_share_per_image_accounts_for_accumulation():
              "accumulated": RunStats("accumulated", 2, 64, 256, 34.0, 33.0, 35.0, True)}
     assert scaling.comm_share_pct(stats["synced"], stats["local"]) == pytest.approx(100 * 2 / 32)
     table = scaling.variants_table(stats, local="local")
-    assert table.loc["synced", "communication not hidden, ms per image"] == pytest.approx(2 / 256)
-    assert table.loc["accumulated", "ms per image"] == pytest.approx(34 / 256)
+    assert table.loc["synced", scaling.NOT_HIDDEN] == pytest.approx(2 / 256)
+    assert table.loc["accumulated", scaling.PER_RANK_MS] == pytest.approx(34 / 256)
+    # a rank's images and ms per image beside both ranks' img/s, each named so (05 read 256 images, 0.121 ms per
+    # image beside 16,497 img/s, which is two ranks' 8,258 together)
+    assert table.loc["synced", scaling.ALL_RANKS_RATE] == pytest.approx(2 * 256 / 0.032)
+    assert all(("per rank" in c) for c in (scaling.PER_RANK_IMAGES, scaling.PER_RANK_MS, scaling.NOT_HIDDEN))
+    assert "all ranks" in scaling.ALL_RANKS_RATE and scaling.ALL_RANKS_RATE in table.columns
     assert table.loc["local", "share of the step %"] == pytest.approx(0)
     assert len(scaling.variants_figure(table, title="t").data) == 1
 
@@ -57,7 +62,7 @@ def test_accumulation_is_measured_against_a_no_sync_run_of_its_own_shape():
              "synced 4x64": RunStats("synced 4x64", 2, 64, 256, 37.0, 36.0, 38.0, True),
              "8x32": RunStats("8x32", 2, 32, 256, 40.0, 39.0, 41.0, True)}
     table = scaling.variants_table(stats, local=["local", "local 4x64"])
-    assert table.loc["synced 4x64", "communication not hidden, ms per image"] == pytest.approx(1 / 256)
+    assert table.loc["synced 4x64", scaling.NOT_HIDDEN] == pytest.approx(1 / 256)
     assert table.loc["synced 4x64", "share of the step %"] == pytest.approx(100 / 37)
     assert table.loc["synced", "share of the step %"] == pytest.approx(100 / 31)
     assert table.loc["synced 4x64", "against"] == "local 4x64" and table.loc["synced", "against"] == "local"

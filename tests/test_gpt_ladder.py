@@ -250,6 +250,12 @@ def test_judge_keeps_what_is_not_slower_beyond_the_noise_and_trains_as_well():
     assert ladder.judge(_result(1500.0), top).kept
     within = ladder.judge(_result(985.0, spread=2.0), top)  # 1.5% slower, 2% spread: noise, no verdict
     assert within.kept and "within the spread" in within.verdict
+    # the words say which way it moved (07 read "no slower (within the spread): 0.94×" beside an 18.4% spread)
+    noisy = ladder.judge(_result(940.0, spread=18.4), top)
+    assert noisy.kept and noisy.verdict.startswith("6% slower, within the spread: 0.94× the tokens/s of 'top'")
+    assert "no slower" not in noisy.verdict
+    assert ladder.judge(_result(1003.0, spread=2.0), top).verdict.startswith("as fast, within the spread: 1.00×")
+    assert ladder.judge(_result(1016.0, spread=2.0), top).verdict.startswith("2% faster, within the spread: 1.02×")
     slower = ladder.judge(_result(900.0, spread=2.0), top)
     assert not slower.kept and "slower" in slower.verdict and "builds on 'top'" in slower.verdict
     worse = ladder.judge(_result(2000.0, losses=(3.0, 2.0, 1.1)), top)  # faster, but its loss ends 10% higher
@@ -270,10 +276,13 @@ def test_mfu_against_the_data_sheet_and_the_measured_ceiling():
     lad.flops_per_token = 2 * fpt  # the learner's count, once it passes, is what MFU divides
     assert lad.mfu(r) == pytest.approx(2 * 150_000 * fpt / 989.4e12)
     assert "NVIDIA H100 SXM data sheet" in lad.mfu_text(r)
-    # the shares follow from the rate as printed: 432.6 TFLOP/s reads "433", and 433 ÷ 989.4 is 43.8% (07 read 43.7%)
-    lad.flops_per_token = 432.6e12 / 150_000
+    # the shares follow from the rate as printed (07 read "433 TFLOP/s … 43.7%", where 433 ÷ 989 is 43.8%), and the
+    # rate is the product of the two figures printed before it (07 read "521,082 tok/s × 0.855 GFLOP per
+    # token = 445 TFLOP/s", where the product is 445.5): 150,000 × 2.88 is 432, not the unrounded 432.9
+    lad.flops_per_token = 2.8842e9  # unrounded, 150,000 of them a second are 432.6 TFLOP/s: "433"
     text = lad.mfu_text(r)
-    assert "= 433 TFLOP/s" in text and "54.1% of the 800 TFLOP/s" in text and "43.8% of the NVIDIA H100 SXM" in text
+    assert "150,000 tok/s × 2.88 GFLOP per token = 432 TFLOP/s" in text and "54.0% of the 800 TFLOP/s" in text
+    assert "43.7% of the NVIDIA H100 SXM" in text
     cpu = ladder.Ladder(SETUP, device="cpu", ceilings=CPU_CEIL)
     assert cpu.mfu(r) is None and "not meaningful" in cpu.mfu_text(r)
 

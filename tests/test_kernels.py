@@ -263,7 +263,7 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
     assert g.bound == pytest.approx(584 / 69)
     text = str(g)
     # 03's export gave "the GPU's own time is 68 µs" and "72 µs" a line apart for one replay: each now says whose
-    assert "the eager call's kernels take 69 µs on the GPU, so the bound is 8.5×" in text
+    assert "the eager call's kernels take 69 µs on the GPU, so the bound is 8.46× (584 ÷ 69 µs)" in text
     assert "copies of the input in and the output out: 18 kernels, 72 µs" in text and "the other 9 µs is 0.5 µs" in text
     # the share and the rest follow from the microseconds as printed (03 read "82 µs … 72 µs … busy 89% … the other
     # 9 µs" from 82.4 and 72.4): a reader's arithmetic gives the same

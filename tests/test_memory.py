@@ -108,7 +108,15 @@ def test_compare_precisions_trains_each_from_the_same_start():
                                               "bf16 autocast"], device="cpu")
     assert runs["fp32, no TF32"].losses[0] == pytest.approx(runs["fp32 (PyTorch's default: TF32 convolutions)"].losses[0])
     table = precision.precision_table(runs)
-    assert table.loc["fp32 (PyTorch's default: TF32 convolutions)", "× speed vs fp32"] == 1.0
+    assert table.loc["fp32 (PyTorch's default: TF32 convolutions)", precision.SPEED_COLUMN] == 1.0
+    # the speed column is the step alone's, shown as the reader's division of the step-alone column beside it
+    # (it read 0.532 beside whole-loop img/s of 2,906 and 5,377)
+    from helpers.tables import as_shown, readable
+    shown = readable(table).shown
+    base_step = as_shown(shown.loc["fp32 (PyTorch's default: TF32 convolutions)", "step alone img/s"])
+    for name in runs:
+        ratio = as_shown(shown.loc[name, "step alone img/s"]) / base_step
+        assert as_shown(shown.loc[name, precision.SPEED_COLUMN]) == pytest.approx(ratio, rel=0.006)
     # the loss column says what it holds: the mean of the last quarter, not the curve's last point
     r = runs["bf16 autocast"]
     tail = r.losses[-max(1, len(r.losses) // 4):]
@@ -634,6 +642,10 @@ def test_reserved_is_read_over_the_measured_step_from_an_empty_cache(monkeypatch
     assert anatomy.anatomy_table([a]).loc["SGD, fp32", "peak reserved GiB"] == 7.0
     line = anatomy.reserved_reading([a])
     assert "SGD, fp32: 7.00 GiB reserved at most against 4.00 GiB allocated, 3.00 GiB more" in line
+    # the difference is the reader's subtraction of the two figures printed (04 read 16.37 − 11.70 as 4.68)
+    odd = dataclasses.replace(a, peak_reserved=int(16.374 * GIB), peak_forward=int(11.6951 * GIB), peak_backward=None,
+                              peak_optimizer=None)
+    assert "16.37 GiB reserved at most against 11.70 GiB allocated, 4.67 GiB more" in anatomy.reserved_reading([odd])
     assert "starts from an empty cache" in line and "allocated plus the allocator's cache" in line
     cpu = anatomy.anatomy(models.ReferenceCNN(16), x, y)
     assert cpu.peak_reserved is None and anatomy.reserved_reading([cpu]) == ""

@@ -106,13 +106,14 @@ def test_the_fp32_peaks_difference_is_said_from_the_scratch_memory_measured_wher
     probed = []
 
     peak_elsewhere = False
+    probe = dict(scratch_gib=4.5, entry_gib=9.0, added_gib=0.5, peak_gib=14.0)
 
     def fake(cfg, *, device=None, warmup_steps=2):
         tf32 = torch.backends.cudnn.allow_tf32  # as the reading set it around the call
         probed.append(tf32)
         L = scratch.LayerScratch
         if not tf32:  # the scratch comes in the backward, when the step holds 9 GiB
-            return [L("features.3", "Conv2d", "backward", 4.5, entry_gib=9.0, added_gib=0.5, peak_gib=14.0),
+            return [L("features.3", "Conv2d", "backward", **probe),
                     L("features.0", "Conv2d", "forward", 0.1, entry_gib=2.0, added_gib=0.9,
                       peak_gib=20.0 if peak_elsewhere else 3.0)]
         return [L("features.3", "Conv2d", "backward", 0.25, entry_gib=9.0, added_gib=0.25, peak_gib=9.5),
@@ -129,6 +130,12 @@ def test_the_fp32_peaks_difference_is_said_from_the_scratch_memory_measured_wher
             "9.00 GiB allocated when it began, 0.50 GiB of the gradients it computed and the 4.50 GiB of scratch. It "
             f"began below the 10.00 GiB peak of {base}, so the peaks differ by +4.00 GiB, not by the scratch's "
             "+4.25 GiB.") in said[0]
+    # the parts as printed add up to the peak as printed (04 read 16.64 GiB: 8.41 + 0.77 + 7.47, which is 16.65)
+    probe = dict(scratch_gib=7.466, entry_gib=8.406, added_gib=0.765, peak_gib=16.637)
+    runs["fp32, no TF32"] = run(16.637)
+    assert ("at 16.64 GiB: 8.41 GiB allocated when it began, 0.76 GiB of the gradients it computed and the 7.47 GiB "
+            "of scratch") in precision.tf32_memory_reading(runs, measure=cfg)[0]
+    probe, runs["fp32, no TF32"] = dict(scratch_gib=4.5, entry_gib=9.0, added_gib=0.5, peak_gib=14.0), run(14.0)
     peak_elsewhere = True  # the step peaked in another call: the two differences are only set side by side
     said = precision.tf32_memory_reading(runs, measure=cfg)
     assert "highest inside" not in said[0]
@@ -223,3 +230,10 @@ def test_mfu_is_said_with_the_data_sheets_share_beside_the_measured_ceiling():
     assert unknown.mfu_text(0.5) == "50.0% of the 100 TFLOP/s bfloat16 ceiling measured here"
     cpu = bench.Ceilings("cpu", 0.35, "float32", 1024, 2.0e10, 1 << 26, bounds=False)
     assert "not a bound on a CPU" in cpu.mfu_text(1.42)
+    # a rate printed beside its MFU: each share the reader's division by the ceiling as printed (07 read "445
+    # TFLOP/s, MFU 55.8% of the 797 TFLOP/s", 55.8 only by the unrounded 797.4)
+    h200 = dataclasses.replace(gpu, matmul_tflops=797.4)
+    assert h200.mfu_text_of_rate(446.0).startswith("56.0% of the 797 TFLOP/s bfloat16 ceiling measured here; "
+                                                    "45.1% of the NVIDIA H100 SXM data sheet's dense 989 TFLOP/s")
+    assert h200.mfu_text(446.0 / 797.4).startswith("55.9%")  # the unrounded ceiling's share, for contrast
+    assert "not a bound on a CPU" in cpu.mfu_text_of_rate(0.5)

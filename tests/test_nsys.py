@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import dataclasses
 import os
 import sys
 import time
@@ -238,6 +239,9 @@ def test_installed_records_with_an_nvtx_capture_range_and_reads_the_tables(only,
     assert k.iloc[0]["kind"] == "elementwise" and k.iloc[0]["share %"] == "60.0" and k.iloc[1]["instances"] == "100"
     assert k.iloc[0]["kernel"].endswith("...") and len(k.iloc[0]["kernel"]) == 90
     assert shown["CUDA API"].shown.iloc[0]["total ms"] == "8.00"
+    # shares from the times, not nsys's "Time (%)" to 0.1% (shown to three figures, 0.290 ms of 51.5 ms read 0.60)
+    rounded = dataclasses.replace(st, api=tuple(dataclasses.replace(a, share=0.5) for a in st.api))
+    assert list(rounded.tables()["CUDA API"].shown["share %"]) == ["80.0", "20.0"]
 
     ok = nsys.availability(nsys.find_nsys(), st, expected_kernels=410)
     assert ok.state == "ok" and (ok.kernels_recorded, ok.kernels_expected) == (400, 410)

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -106,6 +107,9 @@ def test_work_queued_before_the_profiled_steps_counts_as_busy_and_is_named():
     assert ks.earlier_work_share == pytest.approx(0.5)
     assert ks.profiled_work_share == pytest.approx(0.5)
     assert "GPU busy 100% of the profiled time: 50% on the profiled steps' kernels, 50% still finishing" in str(ks)
+    # the parts as printed add up to the busy share as printed (03 read "busy 98%: 78% … 19%")
+    odd = dataclasses.replace(ks, gpu_busy_share=0.9788, earlier_work_share=0.1940)
+    assert "GPU busy 98% of the profiled time: 79% on the profiled steps' kernels, 19% still finishing" in str(odd)
     rows = res.timeline_rows()
     assert rows["GPU, earlier"] == [(0.0, 0.03, "launched before the profiled steps: queued")]  # 20-50 µs, clipped
     assert list(rows).index("GPU, earlier") == list(rows).index("GPU kernels") + 1

@@ -268,8 +268,14 @@ def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmet
     assert tables.times_as_shown("0.704 ms", "0.129 ms", digits=2) == "5.5×"
     shares = [0.5845, 0.2245, 0.0545, 0.0345, 0.0045, 0.0975]  # each rounded alone: 58+22+5+3+0+10, 98%
     pct = tables.whole_percents(shares)
-    assert sum(pct) == 100 and all(abs(p - 100 * s) < 1 for p, s in zip(pct, shares))
+    # each kind within rounding of its share; the rest, what no row shows, is 100 less the kinds as printed
+    assert sum(pct) == 100 and all(abs(p - 100 * s) <= 0.5 for p, s in zip(pct[:-1], shares))
     assert tables.whole_percents([0.25, 0.25, 0.5]) == [25, 25, 50]
+    # each kind reads as its own share rounds (copy 2.6% beside a row of 2.6 had read 2%); the rest takes the rest
+    assert tables.whole_percents([0.58, 0.22, 0.05, 0.03, 0.026, 0.094]) == [58, 22, 5, 3, 3, 9]
+    assert tables.whole_percents([0.496, 0.496, 0.008]) == [50, 50, 0]  # a rest of 0.8% reads 0: never below
+    # kinds that round up past 100 would leave the rest −1: the points go by the largest remainders instead
+    assert tables.whole_percents([0.335, 0.335, 0.325, 0.005]) == [34, 34, 32, 0]
 
 
 @pytest.mark.parametrize("text, flagged", [

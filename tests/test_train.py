@@ -73,6 +73,15 @@ def test_a_summary_says_why_img_per_s_reads_below_batch_over_the_median_step():
     assert "img/s is images over the wall clock, below the" in accum.summary()
 
 
+def test_batch_over_the_median_step_is_the_readers_division_of_the_step_as_printed():
+    """01 printed "step 51.0 ms median … below the 628 of batch ÷ median step" from the unrounded 50.96 ms, where
+    32 ÷ 51.0 ms is 627."""
+    res = train.train(TINY)
+    shown = dataclasses.replace(res, config=dataclasses.replace(TINY, batch_size=32), step_ms_median=50.96,
+                                img_per_s=546.0).summary()
+    assert "step 51.0 ms median" in shown and "below the 627 of batch ÷ median step" in shown
+
+
 def test_a_run_measures_every_field():
     seen = []
     res = train.train(TINY, on_step=seen.append)

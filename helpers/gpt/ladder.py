@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import bench, env, timebox
+from .. import bench, env, tables, timebox
 from . import fp8 as _fp8
 from .data import MarkovSource
 from .text import TextSource
@@ -321,17 +321,18 @@ class Ladder:
         knows the GPU's figure), or why there is no MFU here (a CPU). ``named``: begin with the rung's name."""
         if not result.ran:
             return f"{result.name}: not run here ({result.not_run})"
-        achieved = result.tokens_per_s * self.flops_per_token / 1e12
+        # the product of the two figures as printed (521,082 × 0.855 had read 445 TFLOP/s, where it is 445.5)
+        rate, per_token = f"{result.tokens_per_s:,.0f}", f"{self.flops_per_token / 1e9:.3g}"
+        achieved = tables.as_shown(rate) * tables.as_shown(per_token) / 1e3
         head = (f"{result.name}: " if named else "It trains ") + (
-            f"{result.tokens_per_s:,.0f} tok/s × {self.flops_per_token / 1e9:.3g} GFLOP per token "
-            f"= {bench.flops_rate(achieved)}")
+            f"{rate} tok/s × {per_token} GFLOP per token = {bench.flops_rate(achieved)}")
         c = self.ceilings
         if c is None:
             return head
         if not c.bounds:
             return f"{head}; MFU is {bench.NOT_A_BOUND}"
         # the shares from the rate as printed in the head: a reader's division gives the same figures
-        text = f"{head}, MFU {c.mfu_text(bench.flops_rate_as_shown(achieved) / c.matmul_tflops)}"
+        text = f"{head}, MFU {c.mfu_text_of_rate(bench.flops_rate_as_shown(achieved))}"
         return text if c.datasheet_tflops else text + " (the course has no data sheet figure for this GPU)"
 
     def summary_lines(self) -> list[str]:
@@ -348,7 +349,7 @@ class Ladder:
         if fastest is not top:  # a rung kept within the spread, or for its memory, may be a little slower
             lines.append(f"The fastest rung without FP8 was {fastest.name!r}, {fastest.tokens_per_s:,.0f} tok/s "
                          f"({fastest.tokens_per_s / top.tokens_per_s:.2f}× the top rung's): the top rung is the last "
-                         "one kept, and a rung no slower than the one it built on, within their spread, is kept.")
+                         "one kept, and a rung slower than the one it built on by less than their spread is kept.")
         others = [r for r in ran[1:] if r.losses]
         if others:  # at the last step every rung ran (a time box may have ended one early)
             n = min(len(r.losses) for r in [base, *others])
