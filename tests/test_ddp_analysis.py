@@ -290,3 +290,10 @@ def test_known_wrong_workers_are_rejected_with_what_to_change(wrong_workers, old
     res = wrong_workers[(old, new)]
     assert res.status == "failed" and phrase in res.message, res.message
     assert res.value.read_text() == nb05.WORKER_SOLUTION
+
+
+def test_a_ranks_step_line_reads_its_img_per_s_from_the_step_it_prints():
+    """05 printed "31.02 ms per step, 8,252 img/s" for 256 images, where 256 ÷ 31.02 ms is 8,253."""
+    from helpers.ddp import worker
+
+    assert worker.step_line("all-reduce", 0.031024, 256) == "all-reduce: 31.02 ms per step, 8,253 img/s on this rank"

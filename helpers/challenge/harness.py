@@ -153,9 +153,11 @@ class Verdict:
         n = self.steady.samples // max(len(self.monitor.devices), 1)  # one row per GPU per moment
         wall = self.train.wall_s
         # the interval as taken, not as asked: reading NVML and GPM on a busy host stretches each period
-        every = f", about one every {tables.sig(wall / n, 2)} s" if n > 1 else ""
+        # and from the seconds as printed ("7 samples over the 1.3 s … one every 0.18 s" had read, where 1.3 ÷ 7 is 0.19)
+        shown = tables.sig(wall, 2)
+        every = f", about one every {tables.sig(tables.as_shown(shown) / n, 2)} s" if n > 1 else ""
         # no parentheses: the verdict's line already sets this sentence in them
-        return (f"{n} sample{'s' if n != 1 else ''} over the {tables.sig(wall, 2)} s of timed steps{every}, "
+        return (f"{n} sample{'s' if n != 1 else ''} over the {shown} s of timed steps{every}, "
                 "after untimed warm-up steps")
 
     @property
