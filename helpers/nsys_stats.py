@@ -30,6 +30,8 @@ STEP_RANGE = "step"
 CAPTURE_RANGE = "profiled_steps"
 #: The range around the recording's closing synchronisation (:data:`helpers.nsys_target.CLOSE_RANGE`).
 CLOSE_RANGE = "closing sync"
+#: The empty range whose name gives a step's images (:data:`helpers.nsys_target.IMAGES_RANGE`).
+IMAGES_RANGE = "images per step: "
 #: CUDA API calls by what they do (a call's name, its ``_v2``/``_ptsz`` suffixes and ``cu``/``cuda`` prefix aside).
 #: ``cudaLaunchKernelExC_v11060`` is a kernel launch (CUDA 11.6's extensible one, which PyTorch's own kernels use).
 #: A copy to the host waits for the GPU too (``loss.item()`` is a ``cudaMemcpyAsync`` and a stream sync): it counts
@@ -123,6 +125,13 @@ class NsysStats:
         for title, (kind, rows) in frames.items():
             t = tables.readable(pd.DataFrame(rows[:top], columns=columns[kind]))
             notes = [f"nsys recorded none: {self.skipped[kind]}"] if kind in self.skipped else []
+            close = next((r for r in self.ranges if r.name.lstrip(":") == CLOSE_RANGE), None)
+            if kind == "api" and close is not None and rows:
+                # the top rung's table read cudaDeviceSynchronize at 93% of its API time: that was this one call,
+                # after the last step, which the per-step table leaves out
+                notes.append(f"these calls include the synchronisation that closes the recording, after its last "
+                             f"step ({close.instances} call, {close.total_ms:.3g} ms waiting for the GPU to finish the "
+                             "steps the host had queued): not a step's, so the per-step table leaves it out")
             if len(rows) > top:
                 notes.append(f"the {top} of {len(rows)} with the most time (all of them: the stats' .{kind})")
             out[title] = dataclasses.replace(t, notes=(*t.notes, *notes))
@@ -252,6 +261,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     notes = []
     closed: dict[str, float] = {}  # recording → its closing sync's wait, ms
     unmarked: list[str] = []  # recordings whose closing sync has no range: counted in the rows
+    per_image: dict[str, tuple[int | None, float | None]] = {}  # recording → (images per step, wall µs per image)
     for name, st in recordings.items():
         step = next((r for r in st.ranges if r.name.lstrip(":") == STEP_RANGE), None)
         capture = next((r for r in st.ranges if r.name.lstrip(":") == CAPTURE_RANGE), None)
@@ -262,6 +272,10 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         if n and capture is None:
             notes.append(f"{name}: no '{CAPTURE_RANGE}' NVTX range was recorded, so no wall time per step")
         kernel_ms = sum(r.total_ms for r in st.kernels)
+        images = next((int(r.name.lstrip(":")[len(IMAGES_RANGE):]) for r in st.ranges
+                       if r.name.lstrip(":").startswith(IMAGES_RANGE) and r.name.lstrip(":")[len(IMAGES_RANGE):].isdigit()),
+                      None)
+        per_image[name] = (images, 1e3 * wall / images if wall and images else None)
         col: dict[str, float | None] = {
             "wall time per step, ms": wall,
             "host time inside the step, ms": step.total_ms / n if n else None,
@@ -295,6 +309,9 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         notes.append(f"in the {', '.join(unmarked)}, the synchronizing calls include the one that closes the "
                      "recording, after its last step (not marked with an NVTX range there): a run that never waits "
                      "inside a step still shows one such call over its steps, and that call's wait")
+    if per_image and all(images for images, _ in per_image.values()):  # every recording says its batch
+        for name, (images, us) in per_image.items():
+            rows[name] = {"images per step": images, "wall time per image, µs": us, **rows[name]}
     df = pd.DataFrame(rows)
     df.index.name = "per step"
     t = tables.readable(df, formats={c: "sig" for c in df.columns})

@@ -24,7 +24,7 @@ import dataclasses
 from . import profiling
 from .train import Trainer, TrainConfig, step_only_trainer
 
-__all__ = ["CAPTURE_RANGE", "STEP_RANGE", "CLOSE_RANGE", "WARMUP_STEPS", "RUNS", "make_trainer", "run_steps", "count_kernels",
+__all__ = ["CAPTURE_RANGE", "STEP_RANGE", "CLOSE_RANGE", "IMAGES_RANGE", "WARMUP_STEPS", "RUNS", "make_trainer", "run_steps", "count_kernels",
            "main"]
 
 #: The NVTX range whose opening starts nsys's recording and whose closing stops it (``--nvtx-capture``).
@@ -34,6 +34,8 @@ STEP_RANGE = "step"
 #: The NVTX range around the synchronisation that closes the recording, after the last step: its one call and its
 #: wait (the GPU finishing the steps the host queued ahead) are not a step's, and the per-step table leaves them out.
 CLOSE_RANGE = "closing sync"
+#: The start of an empty range's name, followed by the images one step trains.
+IMAGES_RANGE = "images per step: "
 WARMUP_STEPS = 3
 #: What can be recorded, in words: the course's step, or a rung of the final challenge's ladder.
 RUNS = {"course": "the course's training step (bf16, channels_last, one batch already on the GPU)",
@@ -78,6 +80,10 @@ def run_steps(trainer: Trainer, *, steps: int) -> None:
     if trainer.cuda:
         torch.cuda.synchronize()  # the warm-up's kernels finish before the capture opens: none of them is counted
     with profiling.nvtx_range(CAPTURE_RANGE):
+        # an empty range whose name carries a step's images: runs of different batches compare per image (03's
+        # per-step table set the baseline's batch 32 beside the top rung's 256 and did not say so)
+        with profiling.nvtx_range(f"{IMAGES_RANGE}{trainer.cfg.batch_size * trainer.cfg.grad_accum}"):
+            pass
         for _ in range(steps):
             with profiling.nvtx_range(STEP_RANGE):
                 trainer.step(measure=False)

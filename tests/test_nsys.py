@@ -19,6 +19,7 @@ import contextlib
 import json
 import dataclasses
 import os
+import types
 import sys
 import time
 from pathlib import Path
@@ -348,6 +349,7 @@ def test_the_target_records_only_its_steps_inside_the_capture_range(monkeypatch)
 
     class Steps:  # stands in for the course's Trainer (whose first optimizer imports torch._dynamo: seconds)
         cuda = False
+        cfg = types.SimpleNamespace(batch_size=4, grad_accum=2)  # a step of 8 images
 
         def step(self, *, measure: bool = True) -> None:
             assert measure is False
@@ -367,7 +369,9 @@ def test_the_target_records_only_its_steps_inside_the_capture_range(monkeypatch)
     assert nsys_target.main(["--steps", "1", "--run", "top"]) == 0
     assert made[-1]["run"] == "top"
     inside = ["open step", "step", "close step"]
-    first = ["step"] * nsys_target.WARMUP_STEPS + ["open profiled_steps", *inside, *inside, "close profiled_steps"]
+    said = ["open images per step: 8", "close images per step: 8"]  # its images, named, before the steps
+    first = ["step"] * nsys_target.WARMUP_STEPS + ["open profiled_steps", *said, *inside, *inside,
+                                                   "close profiled_steps"]
     assert seen[:len(first)] == first
     assert nsys.CAPTURE_RANGE == "profiled_steps"  # the range nsys's --nvtx-capture names
 
@@ -722,3 +726,33 @@ def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
     note = next(n for n in t.notes if "closes each recording" in n)
     assert "40.6 ms in the top rung's, 0.2 ms in the baseline's" in note
     assert not any("include the one that closes" in n for n in t.notes)
+    # the API table itself says its largest row is that one call (03's top rung read cudaDeviceSynchronize at 93%)
+    api_notes = top.tables()["CUDA API"].notes
+    assert any("include the synchronisation that closes the recording" in n and "(1 call, 40.6 ms" in n
+               for n in api_notes)
+    assert not any("closes the recording" in n for n in top.tables()["kernels"].notes)
+    plain = NsysStats(kernels=(), api=base.api, ranges=(RangeRow("step", 5, 100.0),))
+    assert not any("closes the recording" in n for n in plain.tables()["CUDA API"].notes)
+    assert "images per step" not in d.index  # neither recording said its batch: no per-image rows
+
+
+def test_recordings_of_different_batches_compare_per_image():
+    """03's per-step table set the baseline's steps of 32 images beside the top rung's of 256 and did not say so."""
+    import dataclasses as dc
+
+    from helpers import nsys_target
+    from helpers.nsys_stats import IMAGES_RANGE, NsysStats, RangeRow, per_step
+
+    assert IMAGES_RANGE == nsys_target.IMAGES_RANGE
+    top = NsysStats(kernels=(), api=(), ranges=(RangeRow("step", 5, 18.0), RangeRow("profiled_steps", 1, 60.0),
+                                                RangeRow(":images per step: 256", 1, 0.001)))
+    base = NsysStats(kernels=(), api=(), ranges=(RangeRow("step", 5, 100.0), RangeRow("profiled_steps", 1, 200.0),
+                                                 RangeRow("images per step: 32", 1, 0.001)))
+    t = per_step({"baseline": base, "top rung": top})
+    assert list(t.data.index[:2]) == ["images per step", "wall time per image, µs"]
+    assert t.shown.loc["images per step", "top rung"] == "256" and t.shown.loc["images per step", "baseline"] == "32"
+    assert t.data.loc["wall time per image, µs", "top rung"] == pytest.approx(1e3 * 12.0 / 256)
+    assert t.data.loc["wall time per image, µs", "baseline"] == pytest.approx(1e3 * 40.0 / 32)
+    # one recording without the range: no per-image rows, rather than a row with a hole (03's sentence needs all)
+    bare = dc.replace(top, ranges=top.ranges[:2])
+    assert "images per step" not in per_step({"baseline": base, "top rung": bare}).data.index
