@@ -184,14 +184,15 @@ class Ceilings:
             return None
         return mfu_pct * self.matmul_tflops / self.datasheet_tflops
 
-    def mfu_text(self, mfu: float) -> str:
+    def mfu_text(self, mfu: float, *, sheet_pct: float | None = None) -> str:
         """An MFU (a fraction of the measured ceiling) in words, with the data sheet's share beside it where the
         course knows the GPU's figure: ``"0.9% of the 790 TFLOP/s bfloat16 ceiling measured here; 0.7% of the
-        NVIDIA H100 SXM data sheet's dense 989 TFLOP/s"``."""
+        NVIDIA H100 SXM data sheet's dense 989 TFLOP/s"``. ``sheet_pct``: that share, where the caller computed it
+        (:meth:`mfu_text_of_rate`); else it follows from ``mfu``."""
         text = f"{mfu:.1%} of the {self.matmul_rate} {self.matmul_dtype} ceiling measured here"
         if not self.bounds:
             return text + " (not a bound on a CPU: its small fp32 matmul, measured in a moment, training can pass)"
-        sheet = self.datasheet_mfu_pct(100 * mfu)
+        sheet = sheet_pct if sheet_pct is not None else self.datasheet_mfu_pct(100 * mfu)
         if sheet is not None:
             text += (f"; {sheet:.1f}% of the {self.datasheet_gpu} data sheet's dense "
                      f"{flops_rate(self.datasheet_tflops)}")
@@ -206,12 +207,8 @@ class Ceilings:
         """
         if not self.bounds:
             return self.mfu_text(tflops / self.matmul_tflops)
-        text = f"{tflops / flops_rate_as_shown(self.matmul_tflops):.1%} of the {self.matmul_rate} {self.matmul_dtype} " \
-               "ceiling measured here"
-        if self.datasheet_tflops:
-            text += (f"; {100 * tflops / flops_rate_as_shown(self.datasheet_tflops):.1f}% of the {self.datasheet_gpu} "
-                     f"data sheet's dense {flops_rate(self.datasheet_tflops)}")
-        return text
+        sheet = 100 * tflops / flops_rate_as_shown(self.datasheet_tflops) if self.datasheet_tflops else None
+        return self.mfu_text(tflops / flops_rate_as_shown(self.matmul_tflops), sheet_pct=sheet)
 
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
         """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""

@@ -95,6 +95,20 @@ class NsysStats:
     def range_count(self) -> int:
         return sum(r.instances for r in self.ranges)
 
+    def range_named(self, name: str) -> RangeRow | None:
+        """The NVTX range of that name (nsys may prefix a name with ":"), or None where none was recorded."""
+        return next((r for r in self.ranges if r.name.lstrip(":") == name), None)
+
+    @property
+    def images_per_step(self) -> int | None:
+        """The images a recorded step trained, from the empty range :mod:`helpers.nsys_target` names with them
+        (``"images per step: 256"``); None where the recording has none."""
+        for r in self.ranges:
+            count = r.name.lstrip(":").removeprefix(IMAGES_RANGE)
+            if count != r.name.lstrip(":") and count.isdigit():
+                return int(count)
+        return None
+
     def __str__(self) -> str:
         return (f"{self.kernel_count:,} kernel launches ({len(self.kernels)} kernels), "
                 f"{self.api_call_count:,} CUDA API calls, {self.range_count:,} NVTX ranges")
@@ -122,10 +136,10 @@ class NsysStats:
         columns = {"kernels": ["kernel", "kind", "instances", "total_ms", "share"],
                    "api": ["call", "calls", "total_ms", "share"], "nvtx": ["range", "instances", "total_ms"]}
         out = {}
+        close = self.range_named(CLOSE_RANGE)
         for title, (kind, rows) in frames.items():
             t = tables.readable(pd.DataFrame(rows[:top], columns=columns[kind]))
             notes = [f"nsys recorded none: {self.skipped[kind]}"] if kind in self.skipped else []
-            close = next((r for r in self.ranges if r.name.lstrip(":") == CLOSE_RANGE), None)
             if kind == "api" and close is not None and rows:
                 # the top rung's table read cudaDeviceSynchronize at 93% of its API time: that was this one call,
                 # after the last step, which the per-step table leaves out
@@ -263,8 +277,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     unmarked: list[str] = []  # recordings whose closing sync has no range: counted in the rows
     per_image: dict[str, tuple[int | None, float | None]] = {}  # recording → (images per step, wall µs per image)
     for name, st in recordings.items():
-        step = next((r for r in st.ranges if r.name.lstrip(":") == STEP_RANGE), None)
-        capture = next((r for r in st.ranges if r.name.lstrip(":") == CAPTURE_RANGE), None)
+        step, capture = st.range_named(STEP_RANGE), st.range_named(CAPTURE_RANGE)
         if step is None or not step.instances:
             notes.append(f"{name}: no '{STEP_RANGE}' NVTX range was recorded, so nothing is per step")
         n = step.instances if step is not None and step.instances else None
@@ -272,9 +285,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         if n and capture is None:
             notes.append(f"{name}: no '{CAPTURE_RANGE}' NVTX range was recorded, so no wall time per step")
         kernel_ms = sum(r.total_ms for r in st.kernels)
-        images = next((int(r.name.lstrip(":")[len(IMAGES_RANGE):]) for r in st.ranges
-                       if r.name.lstrip(":").startswith(IMAGES_RANGE) and r.name.lstrip(":")[len(IMAGES_RANGE):].isdigit()),
-                      None)
+        images = st.images_per_step
         per_image[name] = (images, 1e3 * wall / images if wall and images else None)
         col: dict[str, float | None] = {
             "wall time per step, ms": wall,
@@ -284,7 +295,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
             "kernels run on the GPU": st.kernel_count / n if n else None,
         }
         # the recording's closing sync, where it was marked: one call and its wait, after the last step
-        close = next((r for r in st.ranges if r.name.lstrip(":") == CLOSE_RANGE), None)
+        close = st.range_named(CLOSE_RANGE)
         close_calls, close_ms = (close.instances, close.total_ms) if close is not None else (0, 0.0)
         if close is not None and n:
             closed[name] = close.total_ms
