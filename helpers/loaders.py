@@ -114,6 +114,22 @@ def make_loader(dataset: Dataset, spec: LoaderSpec, *, shuffle: bool = True, see
     )
 
 
+def measurement_batches(spec: LoaderSpec, *, batches: int, warmup: int = 3) -> tuple[int, int, int]:
+    """``(warmup, least, wanted)`` batches for timing ``spec``: the warm-up drains the workers' backlog first,
+    then the timing spans at least one round of that backlog and ``batches``, two rounds where the dataset
+    holds them.
+
+    Workers start by preparing prefetch_factor batches each, all at once: timed before that backlog is drained,
+    or over less than a round of it, the figure measures a queue being emptied. Many workers (32 cores' worth
+    and more) make a backlog that two rounds of would need more images than the dataset holds; one round past
+    the drained backlog still times the workers producing batches.
+
+        warmup, least, wanted = measurement_batches(LoaderSpec(256, 16), batches=10)  # (34, 32, 64)
+    """
+    backlog = spec.num_workers * (spec.prefetch_factor or 2)
+    return max(warmup, backlog + 2), max(batches, backlog), max(batches, 2 * backlog)
+
+
 def loader_img_per_s(
     dataset: Dataset,
     spec: LoaderSpec,
@@ -124,17 +140,14 @@ def loader_img_per_s(
 ) -> float:
     """Images per second that ``spec`` delivers onto ``device`` (copies included, no model)."""
     dev = torch.device(device) if device is not None else env.device()
-    # Workers start by preparing prefetch_factor batches each, all at once: time only after that backlog is
-    # drained, and over several rounds of it, or the figure measures a queue being emptied.
-    backlog = spec.num_workers * (spec.prefetch_factor or 2)
-    warmup = max(warmup, backlog + 2)
-    batches = max(batches, 2 * backlog)
-    need = warmup + batches
-    if len(dataset) // spec.batch_size < need:
+    warmup, least, want = measurement_batches(spec, batches=batches, warmup=warmup)
+    held = len(dataset) // spec.batch_size
+    if held < warmup + least:
         raise ValueError(
-            f"the dataset holds {len(dataset)} images: {need} batches of {spec.batch_size} need "
-            f"{need * spec.batch_size}; use a larger dataset or fewer batches."
+            f"the dataset holds {len(dataset)} images: {warmup + least} batches of {spec.batch_size} need "
+            f"{(warmup + least) * spec.batch_size}; use a larger dataset or fewer batches."
         )
+    batches = min(want, held - warmup)  # two rounds of the backlog where the dataset holds them, else one
     return stream_img_per_s(make_loader(dataset, spec), warmup=warmup, batches=batches, device=dev)
 
 
@@ -307,6 +320,12 @@ def worker_sweep(
         seen = {int(r.num_workers): float(r.img_per_s) for r in same.itertuples()}
     rows = []
     workers = sorted(set(workers) | set(seen))  # walked twice: what to measure, then the sweep
+    # a count whose backlog the dataset cannot drain and then time (48 workers at batch 256 on a 32-core host)
+    # is left out and said, not measured over a queue being emptied
+    held = len(dataset) // batch_size
+    unfit = [nw for nw in workers if nw not in seen
+             and held < sum(measurement_batches(LoaderSpec(batch_size, nw, pin_memory), batches=batches)[:2])]
+    workers = [nw for nw in workers if nw not in unfit]
     todo = [nw for nw in workers if nw not in seen]
     box = timebox.window("worker_sweep", planned=len(todo), unit="worker counts",
                          left_out="the larger worker counts are not measured here")
@@ -323,6 +342,7 @@ def worker_sweep(
         rows.append({"num_workers": nw, "img_per_s": ips, "beyond_cores": nw > cores, "source": "measured"})
     df = pd.DataFrame(rows)
     df.attrs["cut"] = box.cut
+    df.attrs["unfit"] = {"workers": unfit, "images": len(dataset), "batch_size": batch_size}
     return df
 
 
@@ -411,6 +431,12 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
         else:
             said.append(f"One worker reads {one:,.0f} img/s, about what no workers read ({none:,.0f}): the same work "
                         "in another process, plus the hand-over.")
+    unfit = sweep.attrs.get("unfit", {})
+    if unfit.get("workers"):
+        counts = " and ".join(str(nw) for nw in unfit["workers"])
+        said.append(f"{counts} workers were not measured: each worker prepares its batches ahead, and draining "
+                    f"that backlog before the timing, then timing one round of it, needs more than the dataset's "
+                    f"{unfit['images']:,} images at batch {unfit['batch_size']}.")
     return " ".join(said)
 
 

@@ -150,10 +150,28 @@ def test_jpeg_bytes_on_a_missing_folder_says_how_to_generate(tmp_path):
         data.JpegBytes(tmp_path / "missing")
 
 
-def test_worker_backlog_is_drained_before_timing(dataset):
-    # 4 workers prefetch 2 batches each up front: timing must start after those 8 and span at least 16 more.
-    with pytest.raises(ValueError, match="26 batches of 8"):
-        loaders.loader_img_per_s(torch.utils.data.Subset(dataset, range(200)), LoaderSpec(8, 4), batches=5, device="cpu")
+def test_worker_backlog_is_drained_before_timing(dataset, monkeypatch):
+    # 4 workers prefetch 2 batches each up front: timing starts after those 8 (and 2 more), and spans two rounds
+    # of the backlog (16 batches) where the dataset holds them, else one round at least (8)
+    timed = []
+    monkeypatch.setattr(loaders, "stream_img_per_s", lambda it, *, warmup, batches, device: timed.append((warmup, batches)) or 1.0)
+    loaders.loader_img_per_s(dataset, LoaderSpec(8, 4), batches=5, device="cpu")  # 32 batches held
+    loaders.loader_img_per_s(torch.utils.data.Subset(dataset, range(200)), LoaderSpec(8, 4), batches=5, device="cpu")
+    assert timed == [(10, 16), (10, 15)]
+    with pytest.raises(ValueError, match="18 batches of 8"):  # 15 held: not even the warm-up and one round
+        loaders.loader_img_per_s(torch.utils.data.Subset(dataset, range(120)), LoaderSpec(8, 4), batches=5, device="cpu")
+    assert loaders.measurement_batches(LoaderSpec(256, 48), batches=10) == (98, 96, 192)
+
+
+def test_worker_sweep_leaves_out_and_says_counts_the_dataset_cannot_time(dataset, monkeypatch):
+    # 64 images at batch 8 hold 8 batches: 1 worker needs 4 + 2, 2 workers 6 + 4, so 2 and 3 are left out
+    monkeypatch.setattr(env, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(loaders, "loader_img_per_s", lambda ds, spec, **kw: 100.0 * (1 + spec.num_workers))
+    df = loaders.worker_sweep(torch.utils.data.Subset(dataset, range(64)), batch_size=8, batches=2)
+    assert list(df.num_workers) == [0, 1]
+    assert df.attrs["unfit"] == {"workers": [2, 3], "images": 64, "batch_size": 8}
+    said = loaders.worker_sweep_reading(df, cores=2)
+    assert "2 and 3 workers were not measured" in said and "dataset's 64 images at batch 8" in said
 
 
 def test_best_spec_can_be_restricted():
