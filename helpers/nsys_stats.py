@@ -20,7 +20,7 @@ import re
 from typing import Mapping
 
 from . import tables
-from .profiling import kernel_kind
+from .profiling import kernel_kind, kernel_label
 
 __all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats", "per_step", "STEP_RANGE", "API_KINDS"]
 
@@ -125,7 +125,7 @@ class NsysStats:
             return [r.total_ms / total if total > 0 else r.share for r in rows]
 
         frames = {
-            "kernels": ("kernels", [{"kernel": _short(r.name), "kind": kernel_kind(r.name), "instances": r.instances,
+            "kernels": ("kernels", [{"kernel": kernel_label(r.name), "kind": kernel_kind(r.name), "instances": r.instances,
                                      "total_ms": r.total_ms, "share": share}
                                     for r, share in zip(self.kernels, share_of(self.kernels))]),
             "CUDA API": ("api", [{"call": r.name, "calls": r.calls, "total_ms": r.total_ms, "share": share}
@@ -187,10 +187,6 @@ def parse_stats(text: str, *, reports: tuple[str, ...] = ()) -> NsysStats:
     ranges = [RangeRow(str(r["name"]).removeprefix(":"), int(r["count"]), float(r["ms"]))
               for r in _merged(blocks["nvtx"])]
     return NsysStats(tuple(kernels), tuple(api), tuple(ranges), skipped, reports)
-
-
-def _short(name: str) -> str:
-    return name if len(name) <= 90 else name[:87] + "..."
 
 
 def _number(text: str) -> float | None:

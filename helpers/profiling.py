@@ -119,6 +119,25 @@ def kernel_kind(name: str) -> str:
     return "other"
 
 
+def kernel_label(name: str, width: int = 72) -> str:
+    """A kernel's (or op's) name as a table shows it: C++ names run to hundreds of characters, so the return type
+    ("void "), anonymous namespaces and the parameter list go, and what is still longer than ``width`` is cut
+    with "…" (so a reader knows the name goes on). The kernel's own name and its template arguments stay first.
+
+        kernel_label("void at::<unnamed>::max_pool_forward_nhwc<c10::BFloat16, int>(const T1 *, int, T2)")
+        # 'at::max_pool_forward_nhwc<c10::BFloat16, int>'
+    """
+    label = name.strip().removeprefix("void ").replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    if label.endswith(")"):  # the parameter list: from the "(" that closes at the end, if anything precedes it
+        depth = 0
+        for i in range(len(label) - 1, 0, -1):
+            depth += {")": 1, "(": -1}.get(label[i], 0)
+            if depth == 0:
+                label = label[:i].rstrip()
+                break
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelStats:
     """GPU kernels seen in the profiled steps."""
@@ -192,7 +211,7 @@ class ProfileResult:
                 dev_total = dev_self
             rows.append(
                 {
-                    "op": e.key if len(e.key) <= 90 else e.key[:87] + "...",  # kernels' C++ names run to hundreds
+                    "op": kernel_label(e.key),
                     "calls": calls,
                     "self_cpu_ms": e.self_cpu_time_total / 1e3,
                     "cpu_total_ms": e.cpu_time_total / 1e3,
@@ -271,7 +290,7 @@ class ProfileResult:
         for name, dur in items:
             agg.setdefault(name, []).append(dur)
         total = sum(sum(v) for v in agg.values()) or 1.0
-        rows = [{"kernel": name if len(name) <= 90 else name[:87] + "...", "kind": kernel_kind(name),
+        rows = [{"kernel": kernel_label(name), "kind": kernel_kind(name),
                  "calls": len(v), "total_us": sum(v), "mean_us": sum(v) / len(v), "share": sum(v) / total,
                  "source": source} for name, v in agg.items()]
         df = pd.DataFrame(rows, columns=["kernel", "kind", "calls", "total_us", "mean_us", "share", "source"])

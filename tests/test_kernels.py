@@ -564,6 +564,15 @@ def test_attention_figure_marks_where_naive_ran_out_of_memory():
     lines = [t for t in fig.data if t.legendgroup == "naive oom" and t.mode == "lines"]
     assert [list(t.x) for t in lines] == [[4096, 8192]] * 2 and not any(t.showlegend for t in lines)
     assert figure_check.problems(fig) == []
+    assert not [t for t in fig.data if "free to the sweep" in (t.name or "")]  # no headroom measured: no line
+    # the memory the sweep could use, measured when it began, is a line on the memory panel (a cross at 128 GiB
+    # with no line for the GPU's memory left the reader to guess why it did not fit)
+    df.attrs["headroom_gib"] = 10.0
+    fig = attention.sweep_figure(df)
+    line = [t for t in fig.data if "free to the sweep" in (t.name or "")]
+    assert len(line) == 1 and list(line[0].y) == [10.0, 10.0] and list(line[0].x) == [2048, 8192]
+    assert line[0].xaxis == "x2" and "(10.0 GiB)" in line[0].name
+    assert figure_check.problems(fig) == []
     # every length ran: no mark
     full = df.assign(**{"naive ms": [8.0, 31.0, 120.0], "naive peak GiB": [0.8, 3.1, 12.0]})
     assert not [t for t in attention.sweep_figure(full).data if "out of memory" in (t.name or "")]

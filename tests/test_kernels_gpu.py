@@ -182,6 +182,8 @@ def test_attention_uses_a_fused_kernel_on_the_gpu():
     assert attention.sdpa_backend(q, q, q) != "math (unfused ops)"
     df = attention.sweep([128, 256], batch=1, heads=2, head_dim=64, repeats=2)
     assert (df["naive peak GiB"] > df["SDPA peak GiB"]).all()
+    total_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    assert 0 < df.attrs["headroom_gib"] <= total_gib  # the line the chart draws: what the sweep could still allocate
 
 
 def test_fused_relu_pool_on_the_gpu_matches_pytorch_and_compiles():

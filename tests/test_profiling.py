@@ -147,14 +147,15 @@ def test_top_ops_counts_the_kernels_of_the_profiled_steps_as_top_kernels_does():
                                   _raw_trace=json.dumps({"traceEvents": events}).encode())
     ops = res.top_ops(10).set_index("op")
     kernels = res.top_kernels(10).set_index("kernel")
-    assert set(kernels.index) == {"k", "foo::bar()"}  # the trace's kernel names read as key_averages reads them
+    # the trace's kernel names read as key_averages reads them, both shown by kernel_label (no parameter list)
+    assert set(kernels.index) == {"k", "foo::bar"}
     for name in kernels.index:
         assert ops.loc[name, "calls"] == kernels.loc[name, "calls"] == 1
         assert ops.loc[name, "self_device_ms"] == ops.loc[name, "device_total_ms"] == kernels.loc[name, "total_us"] / 1e3
     assert "warm_only" not in ops.index
     assert ops.loc["aten::relu"].tolist() == [1, 0.005, 0.005, 0.003, 0.003]
     assert ops.loc["forward", "calls"] == 1 and ops.loc["forward", "self_device_ms"] == 0.045
-    assert list(ops.index[:2]) == ["forward", "foo::bar()"]  # sorted by the kernels' own times
+    assert list(ops.index[:2]) == ["forward", "foo::bar"]  # sorted by the kernels' own times
 
 
 def test_events_without_a_timestamp_are_left_out_and_the_kernels_kept_by_their_start():
@@ -288,3 +289,20 @@ def test_a_timeline_names_a_long_wait_and_keeps_a_short_copy_visible():
     span_ms = 90.01
     assert copies.x[0] >= span_ms * 0.002 and copies.customdata[0] == pytest.approx(0.002)  # drawn wide, hover true
     assert "customdata" in copies.hovertemplate
+
+
+def test_kernel_label_keeps_the_name_and_says_where_it_is_cut():
+    label = profiling.kernel_label
+    # the return type, anonymous namespaces and the parameter list go; the template arguments stay
+    assert label("void at::<unnamed>::max_pool_forward_nhwc<c10::BFloat16, int>(const T1 *, int, T2, T2)") == \
+        "at::max_pool_forward_nhwc<c10::BFloat16, int>"
+    assert label("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(T2 *, const T1 *)") \
+        == "softmax_warp_forward<float, float, float, 10, false>"
+    # a lambda's parameters inside the template stay: only the list that closes the name goes
+    lam = ("void at::native::elementwise_kernel<128, 4, void at::native::gpu_kernel_impl<at::native::AddFunctor>"
+           "(at::TensorIteratorBase &)::[lambda(int) (instance 1)]>(int, T3)")
+    assert label(lam, width=200) == lam.removeprefix("void ").removesuffix("(int, T3)")
+    long = label(lam)
+    assert len(long) == 72 and long.endswith("…") and long.startswith("at::native::elementwise_kernel<128, 4,")
+    for short in ("triton_poi_fused_relu_0", "aten::mm", "ampere_sgemm_128x64_tn", "cudaLaunchKernel"):
+        assert label(short) == short

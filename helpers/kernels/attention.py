@@ -109,6 +109,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     rows = []
     lengths = sorted(seq_lens)
+    headroom_gib = _headroom_gib(dev)
     box = timebox.window("attention_sweep", planned=len(lengths), unit="sequence lengths",
                          left_out="the longest lengths are not measured here")
     for i, L in enumerate(lengths):
@@ -156,6 +157,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
         box.tick()
     df = pd.DataFrame(rows)
     df.attrs["cut"] = box.cut
+    df.attrs["headroom_gib"] = headroom_gib
     df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
     mem = "peak GiB" if dev.type == "cuda" else "kept for backward MiB"
     df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])
@@ -165,6 +167,16 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                               for n in ("naive", "SDPA")},
                            "SDPA speed-up": oom, "memory saved %": oom}
     return df
+
+
+def _headroom_gib(dev: torch.device) -> float | None:
+    """GiB this process could still allocate on ``dev`` (free on the GPU, plus what its allocator holds unused):
+    the line a length's peak must stay under. None without a GPU."""
+    if dev.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info(dev)
+    unused = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+    return (free + unused) / 2**30
 
 
 def _check_agree(q, k, v, dout) -> None:
@@ -226,6 +238,15 @@ def sweep_figure(df: "pandas.DataFrame"):  # noqa: F821
         fig.add_trace(go.Scatter(x=df["seq_len"], y=df[f"{name} {mem}"], name=name, mode="lines+markers",
                                  line=dict(color=color), showlegend=False), row=1, col=2)
         _out_of_memory_marks(fig, df, name, color, mem)
+    headroom = df.attrs.get("headroom_gib")
+    if mem == "peak GiB" and headroom:
+        # what a length's peak had to stay under: a cross below it ran out of memory all the same, so its need was
+        # more than L² growth from the last length that ran says (another tensor of that size at the same moment)
+        fig.add_trace(go.Scatter(x=[df["seq_len"].min(), df["seq_len"].max()], y=[headroom] * 2, mode="lines",
+                                 line=dict(color="#7f7f7f", dash="dash", width=1),
+                                 name=f"free to the sweep when it began ({headroom:,.1f} GiB)",
+                                 hovertemplate=f"free to the sweep when it began: {headroom:,.1f} GiB<extra></extra>"),
+                      row=1, col=2)
     fig.update_xaxes(type="log", title="sequence length")
     fig.update_yaxes(type="log")
     fig.update_yaxes(title_text="ms", row=1, col=1)
