@@ -408,8 +408,10 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
                         "hand its batch to the main process, and on memory), so more workers than cores can still "
                         "fill the gaps; each one past the cores costs memory and switching, and the gain ends.")
         elif change < -SAME_WITHIN:
-            said.append(head + f": {tables.percent(-100 * change)}% less. Past the cores the workers share them, and switching between "
-                        "them costs more than the gaps they fill.")
+            # what the rows show, not why: the sweep cannot tell switching from memory, or from the run-to-run
+            # spread of loaders timed apart (02's best within the cores came from the grid, timed earlier)
+            said.append(head + f": {tables.percent(-100 * change)}% less. Past the cores the workers share them, and here "
+                        "the ones added did not make up for sharing them.")
         else:
             said.append(head + ": about the same (within "
                         f"{SAME_WITHIN:.0%}). Past the cores the workers share them: what one worker leaves idle "

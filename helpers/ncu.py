@@ -27,8 +27,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
-__all__ = ["METRICS", "DETAIL", "NcuResult", "find_ncu", "command", "parse_csv", "kernel_table", "profiler_table",
+__all__ = ["METRICS", "DETAIL", "NcuResult", "find_ncu", "command", "by_hand", "parse_csv", "kernel_table", "profiler_table",
            "detail", "bytes_per_output"]
 
 METRICS = {
@@ -61,7 +62,7 @@ class NcuResult:
     table: "pandas.DataFrame" = dataclasses.field(repr=False)  # noqa: F821
     source: str
     message: str
-    command: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()  # as a learner types it in the repository's root (:func:`by_hand`)
 
 
 def find_ncu() -> str | None:
@@ -137,6 +138,23 @@ def profiler_table(*, batch: int, image_size: int) -> "pandas.DataFrame":  # noq
     return df
 
 
+def by_hand(cmd: Sequence[str]) -> tuple[str, ...]:
+    """:func:`command` as a learner types it in the repository's root: ``ncu`` and ``python`` by name, the log in
+    ``ncu.csv``. The run's own temporary folder and interpreter path name this machine, not the command, and an
+    exported notebook carries no absolute paths.
+
+        by_hand(["/opt/nsight/ncu", "--log-file", "/tmp/x/ncu.csv", sys.executable, "-m", "helpers.ncu_target"])
+        # ('ncu', '--log-file', 'ncu.csv', 'python', '-m', 'helpers.ncu_target')
+    """
+    out = ["ncu", *cmd[1:]]
+    for i, part in enumerate(out):
+        if i and out[i - 1] == "--log-file":
+            out[i] = "ncu.csv"
+        elif part == sys.executable:
+            out[i] = "python"
+    return tuple(out)
+
+
 def kernel_table(*, batch: int, image_size: int, timeout_s: float = 180) -> NcuResult:
     """ncu's table of the reference forward pass's kernels; where ncu is missing or fails, the profiler's,
     with a message of one line saying why."""
@@ -161,7 +179,7 @@ def kernel_table(*, batch: int, image_size: int, timeout_s: float = 180) -> NcuR
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
             except subprocess.TimeoutExpired:
                 return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
-                                 f"ncu took longer than {timeout_s:.0f} s and was stopped; {fallback}.", tuple(cmd))
+                                 f"ncu took longer than {timeout_s:.0f} s and was stopped; {fallback}.", by_hand(cmd))
             text = Path(log).read_text() if Path(log).exists() else ""
         table = parse_csv(text)
         said = proc.stdout + proc.stderr + text
@@ -178,9 +196,9 @@ def kernel_table(*, batch: int, image_size: int, timeout_s: float = 180) -> NcuR
             last = [line for line in said.splitlines() if line.strip()][-1:] or ["no kernels were recorded"]
             why = f"ncu did not produce a table (exit {proc.returncode}: {last[0][:160]})"
         return NcuResult(profiler_table(batch=batch, image_size=image_size), "torch.profiler",
-                         f"{why}; {fallback}.", tuple(cmd))
+                         f"{why}; {fallback}.", by_hand(cmd))
     return NcuResult(table, "ncu", f"Nsight Compute measured {len(table)} kernels of one forward pass{refused}.",
-                     tuple(cmd))
+                     by_hand(cmd))
 
 
 def detail(table: "pandas.DataFrame", picks: dict[str, str]) -> "pandas.DataFrame":  # noqa: F821

@@ -143,9 +143,14 @@ class NsysStats:
             if kind == "api" and close is not None and rows:
                 # the top rung's table read cudaDeviceSynchronize at 93% of its API time: that was this one call,
                 # after the last step, which the per-step table leaves out
+                # a lone device sync is that call: its row's time, not its NVTX range's (03 read "1 call, 42.9 ms"
+                # under a cudaDeviceSynchronize row of 42.7 ms: the range holds the call and a little Python)
+                alone = next((r for r in self.api if "DeviceSynchronize" in r.name and r.calls == 1), None)
+                wait = (f"{alone.name}: 1 call, {alone.total_ms:.3g} ms" if alone is not None else
+                        f"{close.instances} call, {close.total_ms:.3g} ms in its range")
                 notes.append(f"these calls include the synchronisation that closes the recording, after its last "
-                             f"step ({close.instances} call, {close.total_ms:.3g} ms waiting for the GPU to finish the "
-                             "steps the host had queued): not a step's, so the per-step table leaves it out")
+                             f"step ({wait} waiting for the GPU to finish the steps the host had queued): not a "
+                             "step's, so the per-step table leaves it out")
             if len(rows) > top:
                 notes.append(f"the {top} of {len(rows)} with the most time (all of them: the stats' .{kind})")
             out[title] = dataclasses.replace(t, notes=(*t.notes, *notes))

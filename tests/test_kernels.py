@@ -4,6 +4,7 @@ compile modes, ncu's table, and the exercise checks with their known-wrong answe
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import pytest
@@ -270,6 +271,11 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
     odd = GraphSpeedup(eager_us=584, graph_us=82.4, speedup=7.1, low=6.8, high=7.5, rounds=25, calls=20,
                        separated=True, kernel_us=69, replay_kernel_us=72.4, replay_kernels=18)
     assert "82 µs vs 584 µs" in str(odd) and "18 kernels, 72 µs" in str(odd)
+    # the speed-up is the reader's division of the medians printed (03 read "6.3× faster than eager (84 µs vs 520 µs
+    # per call …)" from the median of the rounds' ratios, where 520 ÷ 84 is 6.2)
+    assert str(odd).startswith("7.1× faster than eager (82 µs vs 584 µs per call, each the median of 25 rounds of 20 "
+                               "calls; the rounds' own ratios ranged 6.8× to 7.5×)")
+    assert str(GraphSpeedup(520.4, 83.9, 6.3, 5.9, 6.6, 25, 20, True)).startswith("6.2× faster than eager (84 µs vs 520")
     assert "busy 88% of its time, and the other 10 µs is 0.6 µs" in str(odd)
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
@@ -500,6 +506,16 @@ def test_ncu_command_keeps_the_gpu_clocks():
     assert set(ncu.METRICS) | set(ncu.DETAIL) == set(metrics)
     plain = ncu.command("ncu", batch=4, image_size=32, log_file="/tmp/x.csv", details=False)
     assert plain[plain.index("--metrics") + 1].split(",") == list(ncu.METRICS)
+
+
+def test_the_ncu_command_shown_names_no_path_of_the_machine_that_ran_it():
+    # 03's export printed "--log-file /tmp/gpu-perf-lab-ncu-q73ugeaj/ncu.csv /opt/torch/.venv/bin/python3 -m …"
+    cmd = ncu.command("/opt/nsight/bin/ncu", batch=4, image_size=32, log_file="/tmp/gpu-perf-lab-ncu-q7/ncu.csv")
+    shown = ncu.by_hand(cmd)
+    assert shown[0] == "ncu" and shown[shown.index("--log-file") + 1] == "ncu.csv"
+    assert shown[shown.index("-m") - 1] == "python" and not [p for p in shown if p.startswith("/")]
+    assert shown[1:] == tuple("ncu.csv" if p.startswith("/tmp") else "python" if p == sys.executable else p
+                              for p in cmd[1:])
 
 
 def test_kernel_table_falls_back_to_the_profiler_with_one_line(monkeypatch):

@@ -171,6 +171,7 @@ def test_ncu_table_has_counters_where_ncu_runs():
         assert res.source == "torch.profiler"
         pytest.skip("ncu is not on the PATH")
     assert res.source == "ncu", res.message
+    assert not [p for p in res.command if p.startswith("/")]  # the command as typed by hand: no path of this machine
     assert (res.table.duration_us > 0).all() and res.table.sm_pct.notna().all()
     assert "convolution" in set(res.table.kind)
     # the detail counters: a pool kernel writes its output and, for the backward pass, an int64 index per output

@@ -728,8 +728,11 @@ def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
     assert not any("include the one that closes" in n for n in t.notes)
     # the API table itself says its largest row is that one call (03's top rung read cudaDeviceSynchronize at 93%)
     api_notes = top.tables()["CUDA API"].notes
-    assert any("include the synchronisation that closes the recording" in n and "(1 call, 40.6 ms" in n
-               for n in api_notes)
+    # its time is the call's row (40.5 ms, as the table reads), not the NVTX range around it (40.6 ms)
+    assert any("include the synchronisation that closes the recording" in n and "(cudaDeviceSynchronize: 1 call, "
+               "40.5 ms waiting" in n for n in api_notes)
+    two = dataclasses.replace(top, api=(ApiRow("cudaDeviceSynchronize", 2, 41.0, 0.9),))  # not one call: its range
+    assert any("(1 call, 40.6 ms in its range waiting" in n for n in two.tables()["CUDA API"].notes)
     assert not any("closes the recording" in n for n in top.tables()["kernels"].notes)
     plain = NsysStats(kernels=(), api=base.api, ranges=(RangeRow("step", 5, 100.0),))
     assert not any("closes the recording" in n for n in plain.tables()["CUDA API"].notes)

@@ -294,3 +294,17 @@ def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmet
 ])
 def test_a_ratio_printed_beside_its_figures_is_checked_against_them(text, flagged):
     assert bool(tables.arithmetic_disagreements(text)) is flagged, tables.arithmetic_disagreements(text)
+
+
+def test_with_ratios_as_shown_records_what_the_table_reads():
+    # 03's Summary read 5.19 for the fused softmax while its table, from the shown 1.38 and 0.265 ms, read 5.21;
+    # here the unrounded 5.20 is recorded as the table's 1.38 ÷ 0.265
+    df = pd.DataFrame({"variant": ["unfused", "fused"], "ms": [1.3800, 0.26530], "spread_pct": [0.1, 0.45]})
+    df["× vs unfused"] = df["ms"].iloc[0] / df["ms"]
+    df.attrs["spread"] = "spread_pct"
+    df.attrs["ratio_of"] = {"× vs unfused": ("ms", df.index[0], "base/row")}
+    assert round(float(df["× vs unfused"].iloc[1]), 2) == 5.20  # 1.38 ÷ 0.2653
+    shown = tables.with_ratios_as_shown(df)
+    assert float(shown["× vs unfused"].iloc[1]) == tables.as_shown(tables.readable(df).shown.iloc[1, 3]) == 5.21
+    assert shown.attrs["ratio_of"] == df.attrs["ratio_of"] and float(shown["ms"].iloc[1]) == 0.2653  # times kept
+    assert round(float(df["× vs unfused"].iloc[1]), 2) == 5.20  # the caller's frame is not changed

@@ -125,7 +125,7 @@ def many_vs_one(*, n: int = 1000, numel: int = 256, device: torch.device | str |
     df = pd.DataFrame(rows)
     df["× slower than one add_"] = df["ms"] / df["ms"].iloc[-1]
     df.attrs["ratio_of"] = {"× slower than one add_": ("ms", df.index[-1], "row/base")}
-    return df
+    return tables.with_ratios_as_shown(df)  # 03 records the first row's ratio: as its table reads
 
 
 def separate_adds_text(lo: LaunchOverhead, table: "pandas.DataFrame", *, n: int = 1000,  # noqa: F821
