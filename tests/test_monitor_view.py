@@ -122,6 +122,8 @@ def test_two_runs_side_by_side_each_on_its_own_time_axis():
     assert fig.layout.xaxis3.matches is None and fig.layout.xaxis4.matches is None
     assert tuple(fig.layout.yaxis.range) == tuple(fig.layout.yaxis2.range) == (0, 105)
     assert fig.layout.yaxis3.rangemode == fig.layout.yaxis4.rangemode == "tozero"
+    # each img/s panel on its own scale, and each says so (the same height in both columns is not the same img/s)
+    assert fig.layout.yaxis3.title.text == fig.layout.yaxis4.title.text == "img/s, own scale"
     assert figure_check.problems(fig) == []
 
 
