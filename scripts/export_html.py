@@ -138,6 +138,13 @@ def current_prose(nb: dict, source: Path) -> bool:
     return True
 
 
+#: What the banner says of the page's numbers. 03 said "every number here was measured in that run" above a line
+#: that reads max-autotune's cost from results/ (a script measured it: a first call of minutes), and 02 quotes 01's
+#: baseline: each such line names where its figure comes from.
+PROVENANCE = ("Every number here was measured in that run, except where a line says it quotes another notebook's "
+              "figure or a script's, recorded in results/.")
+
+
 def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
@@ -156,7 +163,7 @@ def export(path: Path, out_dir: Path, results_dir: Path) -> Path:
     body = re.sub(r"<script\b.*?</script>", "", body, flags=re.S)  # nothing runs: the figures are SVG already
     body = breakable_cells(scrub(body))
     meta = (f"<p class='meta'>Executed at full scale on <b>{html.escape(device)}</b>, {html.escape(date)}; exported "
-            f"with {figures} static figure{'' if figures == 1 else 's'} by scripts/export_html.py. Every number here was measured in that run.</p>")
+            f"with {figures} static figure{'' if figures == 1 else 's'} by scripts/export_html.py. {PROVENANCE}</p>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(path.stem)} ({html.escape(device)}, "
             f"{html.escape(date)})</title><style>{_STYLE}</style></head><body>{meta}{body}</body></html>")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,8 @@ def test_every_notebook_has_an_export_that_names_its_device_and_date():
         page = (ROOT / "exports" / f"{stem}.html").read_text(encoding="utf-8")
         meta = re.search(r"Executed at full scale on <b>(NVIDIA [^<]+ ×\d+)</b>, (\d{4}-\d{2}-\d{2});", page)
         assert meta, f"{stem}.html does not say which GPU it ran on and when"
+        # the banner says which numbers the run measured: not "every number" above a line quoting results/
+        assert "except where a line says it quotes another notebook's figure or a script's" in page, stem
         assert "<script" not in page, f"{stem}.html runs a script: the exports are static"
         assert "application/vnd.plotly" not in page and "widget-view" not in page  # every figure drawn, no widget
 
