@@ -120,6 +120,9 @@ def test_whole_training_steps_with_the_optimizer_compiled_beside_the_model_compi
     assert list(df["training step"]) == ["eager model, foreach Adam", "compiled model, foreach Adam",
                                          "compiled model, compiled Adam step"]  # no fused Adam on a CPU
     assert (df["step ms"] > 0).all() and df["× vs eager"].iloc[0] == 1.0
+    # the ratio a figure is recorded from is the table's, from its shown times
+    shown = readable(df).shown
+    assert [float(v) for v in df["× vs eager"]] == [float(c) for c in shown["× vs eager"]]
     graphs = {}
     for label, compile_step in (("eager step", False), ("compiled step", True)):  # the model eager in both
         monkeypatch.setattr(cp, "STEP_VARIANTS", ((label, False, {"foreach": True}, compile_step),))

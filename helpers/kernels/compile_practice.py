@@ -32,7 +32,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from .. import bench, models
+from .. import bench, models, tables
 
 __all__ = ["ScaleLoggedMLP", "quiet_torch_logs", "counting_backend", "GraphBreak", "GraphBreaks", "graph_breaks", "BreakGain", "break_gain", "VARIANTS",
            "CompileCount", "compiles_over", "compiles_table", "optimizer_variants", "step_variants"]
@@ -428,4 +428,4 @@ def _against_first(df: "pandas.DataFrame", label: str, ratio: str) -> "pandas.Da
     df.attrs["ratio_of"] = {ratio: ("step ms", df.index[0], "base/row")}
     df.attrs["formats"] = {label: "text", "kernels": "whole"}
     df.attrs["missing"] = {"kernels": "a CPU launches no kernels"}
-    return df
+    return tables.with_ratios_as_shown(df)  # 03 records a row's ratio: as the table reads it
