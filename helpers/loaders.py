@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -32,6 +32,8 @@ __all__ = [
     "worker_sweep_reading",
     "LoaderSpec",
     "make_loader",
+    "MeasurementBatches",
+    "measurement_batches",
     "loader_img_per_s",
     "stream_img_per_s",
     "grid",
@@ -114,7 +116,20 @@ def make_loader(dataset: Dataset, spec: LoaderSpec, *, shuffle: bool = True, see
     )
 
 
-def measurement_batches(spec: LoaderSpec, *, batches: int, warmup: int = 3) -> tuple[int, int, int]:
+class MeasurementBatches(NamedTuple):
+    """How many batches timing a loader takes (:func:`measurement_batches`)."""
+
+    warmup: int  # drains the workers' prefetched backlog before the clock starts
+    least: int  # timed: one round of that backlog at least
+    wanted: int  # timed: two rounds, where the dataset holds them
+
+    @property
+    def needed(self) -> int:
+        """The fewest batches the dataset must hold: the warm-up and the least timing."""
+        return self.warmup + self.least
+
+
+def measurement_batches(spec: LoaderSpec, *, batches: int, warmup: int = 3) -> MeasurementBatches:
     """``(warmup, least, wanted)`` batches for timing ``spec``: the warm-up drains the workers' backlog first,
     then the timing spans at least one round of that backlog and ``batches``, two rounds where the dataset
     holds them.
@@ -127,7 +142,7 @@ def measurement_batches(spec: LoaderSpec, *, batches: int, warmup: int = 3) -> t
         warmup, least, wanted = measurement_batches(LoaderSpec(256, 16), batches=10)  # (34, 32, 64)
     """
     backlog = spec.num_workers * (spec.prefetch_factor or 2)
-    return max(warmup, backlog + 2), max(batches, backlog), max(batches, 2 * backlog)
+    return MeasurementBatches(max(warmup, backlog + 2), max(batches, backlog), max(batches, 2 * backlog))
 
 
 def loader_img_per_s(
@@ -140,14 +155,14 @@ def loader_img_per_s(
 ) -> float:
     """Images per second that ``spec`` delivers onto ``device`` (copies included, no model)."""
     dev = torch.device(device) if device is not None else env.device()
-    warmup, least, want = measurement_batches(spec, batches=batches, warmup=warmup)
+    plan = measurement_batches(spec, batches=batches, warmup=warmup)
     held = len(dataset) // spec.batch_size
-    if held < warmup + least:
+    if held < plan.needed:
         raise ValueError(
-            f"the dataset holds {len(dataset)} images: {warmup + least} batches of {spec.batch_size} need "
-            f"{(warmup + least) * spec.batch_size}; use a larger dataset or fewer batches."
+            f"the dataset holds {len(dataset)} images: {plan.needed} batches of {spec.batch_size} need "
+            f"{plan.needed * spec.batch_size}; use a larger dataset or fewer batches."
         )
-    batches = min(want, held - warmup)  # two rounds of the backlog where the dataset holds them, else one
+    warmup, batches = plan.warmup, min(plan.wanted, held - plan.warmup)  # two rounds where the dataset holds them
     return stream_img_per_s(make_loader(dataset, spec), warmup=warmup, batches=batches, device=dev)
 
 
@@ -324,7 +339,7 @@ def worker_sweep(
     # is left out and said, not measured over a queue being emptied
     held = len(dataset) // batch_size
     unfit = [nw for nw in workers if nw not in seen
-             and held < sum(measurement_batches(LoaderSpec(batch_size, nw, pin_memory), batches=batches)[:2])]
+             and held < measurement_batches(LoaderSpec(batch_size, nw, pin_memory), batches=batches).needed]
     workers = [nw for nw in workers if nw not in unfit]
     todo = [nw for nw in workers if nw not in seen]
     box = timebox.window("worker_sweep", planned=len(todo), unit="worker counts",

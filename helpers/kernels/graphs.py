@@ -194,4 +194,5 @@ def graph_speedup(eager: Callable[[], object], graphed: Callable[[], object], *,
         except RuntimeError:  # a profiler that records no kernel inside a graph: the eager call's kernels stand in
             pass
     eager_us, graph_us = statistics.median(e_us), statistics.median(g_us)
-    return GraphSpeedup(eager_us, graph_us, eager_us / graph_us, min(ratios), max(ratios), len(ratios), calls, max(g_us) < min(e_us), own, replay_us, replay_n)
+    return GraphSpeedup(eager_us, graph_us, eager_us / graph_us, min(ratios), max(ratios), len(ratios), calls,
+                        max(g_us) < min(e_us), own, replay_us, replay_n)
