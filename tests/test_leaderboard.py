@@ -118,7 +118,7 @@ def test_a_row_whose_sm_activity_reads_above_its_utilisation_says_why(tmp_path):
     lb.add(_sealed(db, "other", {**_figures(5000.0), "nvml_util_pct": 95.0, "gpm_sm_pct": 80.0}), path=db)
     notes = readable(lb.table("NVIDIA H100 80GB HBM3", path=db)).notes
     (said,) = [n for n in notes if "GPM's SM activity reads above" in n]
-    assert "utilisation for reference:" in said and "for other" not in said and "different windows" in said
+    assert "utilisation for reference (by up to 0.7 points):" in said and "for other" not in said and "different windows" in said
     plain = tmp_path / "plain.sqlite"
     lb.add(_sealed(plain, "other", {"nvml_util_pct": 95.0, "gpm_sm_pct": 80.0}), path=plain)
     assert not [n for n in readable(lb.table("NVIDIA H100 80GB HBM3", path=plain)).notes if "GPM's SM" in n]
@@ -809,3 +809,16 @@ def test_an_entry_that_names_no_challenge_is_refused(tmp_path, challenge):
         lb.add(lb._seal(dataclasses.replace(_entry("nameless"), challenge=challenge), path=db), path=db)
     _refused(e, r"^'nameless': the challenge it was judged on is .*; every entry names its challenge in 1 to 400 ")
     assert not db.exists()
+
+
+def test_gpm_above_nvml_is_noted_with_the_gap_the_rows_show():
+    """06's board said GPM "can pass [NVML] by a point or so" beside a row of 95.2 against 91.7."""
+    import pandas as pd
+
+    from helpers.leaderboard import store
+
+    out = pd.DataFrame({"name": ["reference", "mine"], "nvml_util_pct": [91.7, 80.0], "gpm_sm_pct": [95.2, 70.0]})
+    (note,) = store._sm_above_util_note(out)
+    assert note.startswith("GPM's SM activity reads above NVML's utilisation for reference (by up to 3.5 points)")
+    assert "point or so" not in note
+    assert store._sm_above_util_note(out.assign(gpm_sm_pct=[90.0, 70.0])) == []

@@ -232,6 +232,20 @@ def test_the_worker_sweep_says_what_its_own_numbers_show_past_the_cores_and_for_
     assert loaders.worker_sweep_reading(_sweep({2: 1200, 4: 1500}, 4), cores=4) == ""  # nothing past, no 0 and 1
 
 
+def test_a_fall_that_came_within_the_cores_is_not_blamed_on_them():
+    """02 on one H200 (16 cores): "24 workers read 3,760 against 4,641 for the best within them (15 workers): 19.0%
+    less. Past the cores the workers share them…", while 16 workers, within the cores, had already read 3,969."""
+    sweep = _sweep({0: 996, 1: 458, 2: 883, 4: 1979, 8: 3092, 15: 4641, 16: 3969, 24: 3760}, 16)
+    sweep.loc[sweep.num_workers.isin([0, 4, 15]), "source"] = "grid"
+    said = loaders.worker_sweep_reading(sweep, cores=16)
+    assert "24 workers read 3,760 img/s against 3,969 for 16, the most within them: 5.3% less" in said
+    assert "came at 15 workers (4,641, read from the grid, timed apart from the sweep); 16 read 14.5% less" in said
+    assert "sharing cores does not explain that fall" in said
+    # where the fastest within the cores is the last count within them, no such sentence
+    assert "does not explain" not in loaders.worker_sweep_reading(_sweep({0: 500, 8: 3000, 16: 3960, 24: 3000}, 16),
+                                                                   cores=16)
+
+
 def test_a_grid_cut_short_reads_pinning_as_not_measured_and_draws_its_one_batch_size():
     """02 with its time boxes shrunk: one batch size measured, the most workers only pageable. The pinning sentence
     said "+nan%", and the best cell's outline (category position 0) was read as sitting far from batch size 32."""

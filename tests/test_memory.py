@@ -572,8 +572,13 @@ def test_a_fragmentation_failure_is_redone_once_at_the_same_micro_batch_before_h
     assert str(run.events[0]).startswith("step 0: micro-batch 64 redone from an empty cache, after it ran out of "
                                          "memory: it asked for 7.66 GiB")
     # the halving after it quotes the redo's own failure, and says so (the same figures, on a GPU that repeats itself)
-    assert str(run.events[1]).startswith("step 0: micro-batch 64 → 32 (× 2 accumulated): the redo ran out of memory "
-                                         "too: it asked for 7.66 GiB")
+    assert str(run.events[1]) == ("step 0: micro-batch 64 → 32 (× 2 accumulated): the redo ran out of memory too, at "
+                                  "the same figures as the first try: from the emptied cache it made the same "
+                                  "allocations in the same order, so what it held cached it had cached itself before "
+                                  "the failing request")
+    assert run.events[1].same_as_first and "it asked for 7.66 GiB" in run.events[1].said
+    other = resilient.Backoff(0, 64, 32, 2, "it asked for 8.00 GiB with 1.00 GiB free", redo_failed=True)
+    assert str(other).endswith("the redo ran out of memory too: it asked for 8.00 GiB with 1.00 GiB free")
     assert [e.redo_failed for e in run.events] == [False, True, False, True]
     assert len(run.halvings) == 2 and len(run.retries) == 2
     line = resilient.settled_reading(run, 32, searched_where="in a fresh process with expandable_segments:True")

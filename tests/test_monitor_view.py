@@ -41,6 +41,32 @@ def test_no_two_lines_of_one_gpus_view_share_a_colour():
     assert len({t.line.color for t in lines}) == len(lines), [(t.name, t.line.color) for t in lines]
 
 
+def test_with_two_gpus_one_colour_means_one_quantity_and_the_dash_says_which_gpu():
+    """05's every-GPU monitor took colours in turn over 17 lines: blue was GPU0's NVML utilisation and GPU1's SM
+    activity, red and green likewise twice."""
+    rec = _record(devices=(0, 1))
+    for s in rec.samples:
+        s.update(cpu_pct=50.0, tensor_active_pct=10.0)
+    fig = monitor_view.build_figure(rec)
+    lines = [t for t in fig.data if t.mode == "lines" and t.line.color != "#000000"]
+    by_colour: dict[str, set[str]] = {}
+    for t in lines:
+        by_colour.setdefault(t.line.color, set()).add(t.name.replace(" GPU0", "").replace(" GPU1", ""))
+    assert all(len(names) == 1 for names in by_colour.values()), by_colour
+    dash = {t.name: t.line.dash for t in lines}
+    assert dash["NVML utilisation GPU0"] == "solid" and dash["NVML utilisation GPU1"] == "dash"
+    assert dash["host CPU"] == "solid"
+
+
+def test_the_phase_bars_sit_clear_of_the_first_panels_title():
+    """Every monitor chart's "utilisation (%)" title sat under the set-up / warm-up / measured bars."""
+    fig = monitor_view.build_figure(_record())
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    lowest_bar_px = min((s.y0 - 1) * plot_h for s in fig.layout.shapes if s.type == "line")
+    title = next(a for a in fig.layout.annotations if a.text == "utilisation (%)")
+    assert title.y == pytest.approx(1.0) and lowest_bar_px >= 1.5 * 16  # the title's font, 16 px, and its line
+
+
 def test_static_figure_has_four_panels_with_data_and_phase_bands():
     fig = monitor_view.build_figure(_record())
     names = [t.name for t in fig.data]

@@ -43,6 +43,9 @@ class Backoff:
     retried: bool = False
     # True: this failure was the redo's (the event before it was the retry); its allocator figures are the redo's own
     redo_failed: bool = False
+    # True: the redo's figures read exactly as the first try's (the same allocations in the same order). 04 printed
+    # them twice without a word, and they read as the first failure's, its cache never emptied
+    same_as_first: bool = False
 
     @property
     def move(self) -> str:
@@ -61,6 +64,10 @@ class Backoff:
             return self.move
         if self.retried:
             return f"{self.move}, after it ran out of memory: {self.said}"
+        if self.redo_failed and self.same_as_first:
+            return (f"{self.move}: the redo ran out of memory too, at the same figures as the first try: from the "
+                    "emptied cache it made the same allocations in the same order, so what it held cached it had "
+                    "cached itself before the failing request")
         if self.redo_failed:
             return f"{self.move}: the redo ran out of memory too: {self.said}"
         return f"{self.move}; {self.said}"
@@ -158,7 +165,9 @@ def train_with_backoff(model: nn.Module, *, batch: int, steps: int, image_size: 
                         f"processes hold. {len(losses)} completed steps and the model are kept.")
                 else:
                     redo = bool(events) and events[-1].retried and events[-1].micro_batch_before == micro
-                    ev = Backoff(step, micro, micro // 2, accum * 2, _said(message), redo_failed=redo)
+                    said = _said(message)
+                    ev = Backoff(step, micro, micro // 2, accum * 2, said, redo_failed=redo,
+                                 same_as_first=redo and bool(said) and said == events[-1].said)
                     micro, accum = micro // 2, accum * 2
                 events.append(ev)
                 if on_backoff is not None:

@@ -84,6 +84,26 @@ def _trace_specs(record: MonitorRecord) -> list[tuple[int, str, str, Any, bool]]
     return specs
 
 
+#: How each GPU's lines are told apart where a view draws several: the first solid, the next dashed, ...
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def _line_styles(specs: list[tuple[int, str, str, Any, bool]]) -> list[dict]:
+    """Each line's colour and dash: one colour per quantity (NVML utilisation is blue on every GPU) and one dash
+    per GPU. Colours taken in turn over the lines put the second GPU's SM activity in the first's utilisation blue:
+    05's legend read blue, red and green each for two quantities."""
+    colour: dict[str, str] = {}
+    devices: list[Any] = []
+    out = []
+    for _panel, _name, key, dev, _secondary in specs:
+        colour.setdefault(key, COLORS[len(colour) % len(COLORS)])
+        if key != "cpu_pct" and dev not in devices:  # the host CPU is one line, drawn on the first GPU's row
+            devices.append(dev)
+        nth = devices.index(dev) if dev in devices else 0
+        out.append(dict(color=colour[key], dash=DASHES[nth % len(DASHES)]))
+    return out
+
+
 def _xy(samples: list[dict], key: str, device: Any) -> tuple[np.ndarray, np.ndarray]:
     # numpy arrays, not lists: plotly validates a list element by element, an array at once.
     pts = [(s["t_s"], s[key]) for s in samples if s.get("gpu") == device and s.get(key) is not None]
@@ -117,11 +137,13 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
     )
     fig._monitor_traces = []  # which spec (by index; None: the throughput line) each trace of the figure draws
     every = _panels(record)
-    for i, (panel, name, _key, _dev, secondary) in enumerate(_trace_specs(record)):
+    specs = _trace_specs(record)
+    styles = _line_styles(specs)
+    for i, (panel, name, _key, _dev, secondary) in enumerate(specs):
         if every[panel] not in rows or (lines is not None and i not in lines):
             continue
         fig.add_trace(
-            go.Scatter(x=[], y=[], name=name, mode="lines", line=dict(color=COLORS[i % len(COLORS)])),
+            go.Scatter(x=[], y=[], name=name, mode="lines", line=styles[i]),
             row=rows[every[panel]], col=1, secondary_y=secondary if every[panel] == power else None,
         )
         fig._monitor_traces.append(i)
@@ -200,6 +222,10 @@ def _power_below_clock(fig) -> None:
             fig.layout["yaxis" + axis[1:]].range = [0, top * (POWER_AXIS_HEADROOM if power else CLOCK_AXIS_HEADROOM)]
 
 
+#: Pixels between the first panel's top and the lowest row of phase bars: clear of that panel's title.
+_BAR_ABOVE_PX = 30
+
+
 def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: float | None = None) -> None:
     """Shaded bands and labels for the phases. They change rarely: redraw only when they do
     (an open band grows in whole seconds). The labels go on rows above the first panel's title, each on the
@@ -233,16 +259,18 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
         spans.append((mid - half, mid + half))
         centres.append(lo + mid / plot_w * span)
     rows = figure_check.label_rows(spans)
-    margin.t = 70 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
+    # the first panel's title (font 16) fills about 22 px above its plot: the bars start above that, not on it (every
+    # monitor chart's "utilisation (%)" sat under its phase bars)
+    margin.t = 80 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
     plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
-    labels = [dict(x=x, y=1 + (24 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
+    labels = [dict(x=x, y=1 + (_BAR_ABOVE_PX + 2 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
                    font=dict(size=10, color=COLORS[i % len(COLORS)]), yanchor="bottom")
               for i, ((name, _start, _end), x, row) in enumerate(zip(bands, centres, rows))]
     # under each label, a bar in its band's colour over exactly its band: a label moved in from the plot's edge, or
     # one of a phase nested in another (07's "…: measured" inside its rung), still shows which seconds it names
     fig.layout.shapes = list(fig.layout.shapes) + [
-        dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (22 + 13 * row) / plot_h,
-             y1=1 + (22 + 13 * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
+        dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (_BAR_ABOVE_PX + 13 * row) / plot_h,
+             y1=1 + (_BAR_ABOVE_PX + 13 * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
         for i, ((_name, start, end), row) in enumerate(zip(bands, rows))]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
