@@ -83,7 +83,7 @@ def parse_csv(text: str) -> "pandas.DataFrame":  # noqa: F821
     """ncu's ``--csv`` output (one row per kernel and metric) → one row per kernel launch, in launch order."""
     import pandas as pd
 
-    from .profiling import kernel_kind, kernel_label
+    from .profiling import kernel_kind, kernel_labels
 
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
@@ -95,7 +95,7 @@ def parse_csv(text: str) -> "pandas.DataFrame":  # noqa: F821
     wide = wide.reset_index()
     wide["ID"] = pd.to_numeric(wide["ID"])
     wide = wide.sort_values("ID")
-    out = pd.DataFrame({"kernel": wide["Kernel Name"].map(kernel_label)})
+    out = pd.DataFrame({"kernel": kernel_labels(list(wide["Kernel Name"]))}, index=wide.index)
     out["kind"] = wide["Kernel Name"].map(kernel_kind)
     units = dict(zip(raw["Metric Name"], raw.get("Metric Unit", pd.Series(dtype=str))))
     for metric, col in [*METRICS.items(), *((m, c) for m, (c, _) in DETAIL.items())]:
@@ -115,7 +115,7 @@ def profiler_table(*, batch: int, image_size: int) -> "pandas.DataFrame":  # noq
     from torch.profiler import ProfilerActivity, profile
 
     from . import ncu_target
-    from .profiling import kernel_kind, kernel_label
+    from .profiling import kernel_kind, kernel_labels
 
     run = ncu_target.make_forward(batch=batch, image_size=image_size)
     run()
@@ -131,7 +131,8 @@ def profiler_table(*, batch: int, image_size: int) -> "pandas.DataFrame":  # noq
         events = [(e.name, e.self_cpu_time_total) for e in prof.events()
                   if e.name.startswith("aten::") and e.self_cpu_time_total > 0
                   and kernel_kind(e.name) not in ("other", "attention")]
-    df = pd.DataFrame([{"kernel": kernel_label(n), "kind": kernel_kind(n), "duration_us": us} for n, us in events],
+    df = pd.DataFrame([{"kernel": label, "kind": kernel_kind(n), "duration_us": us}
+                       for label, (n, us) in zip(kernel_labels([n for n, _ in events]), events)],
                       columns=_COLUMNS)
     counters = "the profiler times kernels; only Nsight Compute reads the hardware counters"
     df.attrs["missing"] = {col: counters for col in _COLUMNS[3:]}

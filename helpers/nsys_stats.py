@@ -20,7 +20,7 @@ import re
 from typing import Mapping
 
 from . import tables
-from .profiling import kernel_kind, kernel_label
+from .profiling import kernel_kind, kernel_labels
 
 __all__ = ["KernelRow", "ApiRow", "RangeRow", "NsysStats", "parse_stats", "per_step", "STEP_RANGE", "API_KINDS"]
 
@@ -125,9 +125,10 @@ class NsysStats:
             return [r.total_ms / total if total > 0 else r.share for r in rows]
 
         frames = {
-            "kernels": ("kernels", [{"kernel": kernel_label(r.name), "kind": kernel_kind(r.name), "instances": r.instances,
+            "kernels": ("kernels", [{"kernel": label, "kind": kernel_kind(r.name), "instances": r.instances,
                                      "total_ms": r.total_ms, "share": share}
-                                    for r, share in zip(self.kernels, share_of(self.kernels))]),
+                                    for label, r, share in zip(kernel_labels([r.name for r in self.kernels]),
+                                                               self.kernels, share_of(self.kernels))]),
             "CUDA API": ("api", [{"call": r.name, "calls": r.calls, "total_ms": r.total_ms, "share": share}
                                  for r, share in zip(self.api, share_of(self.api))]),
             "NVTX ranges": ("nvtx", [{"range": r.name, "instances": r.instances, "total_ms": r.total_ms}

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import json
 import pstats
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -127,6 +128,13 @@ def kernel_label(name: str, width: int = 72) -> str:
         kernel_label("void at::<unnamed>::max_pool_forward_nhwc<c10::BFloat16, int>(const T1 *, int, T2)")
         # 'at::max_pool_forward_nhwc<c10::BFloat16, int>'
     """
+    label = _whole_label(name)
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _whole_label(name: str) -> str:
+    """kernel_label before any cut: no return type, anonymous namespace, parameter list, or C-style casts and
+    return types inside the template arguments ("<(int)128, (int)4, void at::…" reads "<128, 4, at::…")."""
     label = name.strip().removeprefix("void ").replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     if label.endswith(")"):  # the parameter list: from the "(" that closes at the end, if anything precedes it
         depth = 0
@@ -135,7 +143,48 @@ def kernel_label(name: str, width: int = 72) -> str:
             if depth == 0:
                 label = label[:i].rstrip()
                 break
-    return label if len(label) <= width else label[: width - 1] + "…"
+    return re.sub(r"\(int\)(?=-?\d)", "", label).replace("<void ", "<").replace(", void ", ", ")
+
+
+def demangled(names: list[str]) -> list[str]:
+    """Names as C++ spells them: a kernel the profiler reports by its mangled symbol (cuDNN's
+    ``_ZN17cutlass__5x_cudnn6KernelI…``) read through ``c++filt`` (binutils) where it is installed, in one call for
+    all of them; elsewhere, and for names that are not mangled, unchanged."""
+    import shutil
+    import subprocess
+
+    mangled = [n for n in names if n.startswith("_Z")]
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return list(names)
+    try:
+        out = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=30,
+                             check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return list(names)
+    if len(out) != len(mangled):
+        return list(names)
+    read = dict(zip(mangled, out))
+    return [read.get(n, n) for n in names]
+
+
+def kernel_labels(names: list[str], width: int = 72) -> list[str]:
+    """:func:`kernel_label` of each name (mangled ones demangled first), kept apart: where two different kernels
+    would read alike once cut (06's table showed two rows "at::native::elementwise_kernel<128, 4, at::native::
+    gpu_kernel_impl_nocast<at::…"), each keeps the start and the end of its name with "…" between, since templated
+    kernels differ in their last arguments.
+
+        kernel_labels(["void f<float, A>(int)", "void f<float, B>(int)"], width=8)
+        # ['f<fl…A>', 'f<fl…B>']
+    """
+    whole = [_whole_label(n) for n in demangled(list(names))]
+    labels = [w if len(w) <= width else w[: width - 1] + "…" for w in whole]
+    seen: dict[str, set[str]] = {}
+    for w, lab in zip(whole, labels):
+        seen.setdefault(lab, set()).add(w)
+    head = max(1, (width - 1) // 2)
+    return [lab if len(seen[lab]) == 1 else w[:head] + "…" + w[-(width - 1 - head):]
+            for w, lab in zip(whole, labels)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,9 +339,10 @@ class ProfileResult:
         for name, dur in items:
             agg.setdefault(name, []).append(dur)
         total = sum(sum(v) for v in agg.values()) or 1.0
-        rows = [{"kernel": kernel_label(name), "kind": kernel_kind(name),
+        labels = kernel_labels(list(agg))
+        rows = [{"kernel": label, "kind": kernel_kind(name),
                  "calls": len(v), "total_us": sum(v), "mean_us": sum(v) / len(v), "share": sum(v) / total,
-                 "source": source} for name, v in agg.items()]
+                 "source": source} for label, (name, v) in zip(labels, agg.items())]
         df = pd.DataFrame(rows, columns=["kernel", "kind", "calls", "total_us", "mean_us", "share", "source"])
         return df.sort_values("total_us", ascending=False).head(n).reset_index(drop=True)
 

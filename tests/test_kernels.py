@@ -593,3 +593,31 @@ def test_attention_figure_marks_where_naive_ran_out_of_memory():
     # every length ran: no mark
     full = df.assign(**{"naive ms": [8.0, 31.0, 120.0], "naive peak GiB": [0.8, 3.1, 12.0]})
     assert not [t for t in attention.sweep_figure(full).data if "out of memory" in (t.name or "")]
+
+
+def test_attention_out_of_memory_cross_stands_at_least_at_what_the_failure_held_and_asked():
+    """03 on one H200: naive attention's cross stood at 128 GiB by L² growth, under the dashed 131.8 GiB the sweep
+    could allocate, so the chart did not show why it ran out. PyTorch's message says what the call held and asked."""
+    import pandas as pd
+
+    msg = ("CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which 50.00 "
+           "GiB is free. Of the allocated memory 80.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by "
+           "PyTorch but unallocated.")
+    assert attention.need_at_failure_gib(msg, 2 * 2**30) == pytest.approx(142.0)
+    assert attention.need_at_failure_gib("CUDA out of memory (test)", 0) is None
+    nan = float("nan")
+    df = pd.DataFrame({"seq_len": [8192, 16384], "naive ms": [31.0, nan], "SDPA ms": [5.8, 22.0],
+                       "naive peak GiB": [32.1, nan], "SDPA peak GiB": [0.1, 0.2],
+                       "naive kept for backward MiB": [nan] * 2, "SDPA kept for backward MiB": [nan] * 2,
+                       "SDPA kernel": ["flash"] * 2})
+    df.attrs.update(headroom_gib=131.8, oom_need_gib={("naive", 16384): 142.0})
+    fig = attention.sweep_figure(df)
+    time_mark, mem_mark = [t for t in fig.data if "out of memory" in (t.name or "")]
+    assert mem_mark.y[0] == pytest.approx(142.0) and mem_mark.y[0] > 131.8  # above the line it could not pass
+    assert time_mark.y[0] == pytest.approx(4 * 31.0)  # the time panel keeps L² growth
+    assert "held + asked" in time_mark.name and "at least" in mem_mark.hovertemplate
+    assert figure_check.problems(fig) == []
+    # a failure that proves less than L² growth leaves the cross where L² growth puts it
+    df.attrs["oom_need_gib"] = {("naive", 16384): 100.0}
+    mem = [t for t in attention.sweep_figure(df).data if "out of memory" in (t.name or "")][1]
+    assert mem.y[0] == pytest.approx(4 * 32.1) and "by L² growth" in mem.hovertemplate

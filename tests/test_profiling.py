@@ -301,8 +301,33 @@ def test_kernel_label_keeps_the_name_and_says_where_it_is_cut():
     # a lambda's parameters inside the template stay: only the list that closes the name goes
     lam = ("void at::native::elementwise_kernel<128, 4, void at::native::gpu_kernel_impl<at::native::AddFunctor>"
            "(at::TensorIteratorBase &)::[lambda(int) (instance 1)]>(int, T3)")
-    assert label(lam, width=200) == lam.removeprefix("void ").removesuffix("(int, T3)")
+    # and a return type inside the template arguments ("<128, 4, void at::…") goes too
+    assert label(lam, width=200) == lam.removeprefix("void ").removesuffix("(int, T3)").replace(", void ", ", ")
     long = label(lam)
     assert len(long) == 72 and long.endswith("…") and long.startswith("at::native::elementwise_kernel<128, 4,")
     for short in ("triton_poi_fused_relu_0", "aten::mm", "ampere_sgemm_128x64_tn", "cudaLaunchKernel"):
         assert label(short) == short
+
+
+def test_kernel_labels_keep_different_kernels_apart_and_demangle():
+    """06's top-rung table showed two rows reading "at::native::elementwise_kernel<128, 4, …" alike once cut at the
+    same width, and 03's a mangled cuDNN name (``_ZN17cutlass__5x_cudnn6KernelI…``)."""
+    import shutil
+
+    stem = ("void at::native::elementwise_kernel<(int)128, (int)4, void at::native::gpu_kernel_impl_nocast<"
+            "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()"
+            "() const::[lambda() (instance 7)]::operator ()() const::[lambda(c10::BFloat16) (instance 1)]>"
+            "(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance {n})]>(int, T3)")
+    a, b = stem.format(n=1), stem.format(n=2)
+    la, lb, la2 = profiling.kernel_labels([a, b, a])
+    assert la != lb and la == la2  # the same kernel twice reads the same; two kernels never alike
+    assert len(la) == 72 and "…" in la and la.startswith("at::native::elementwise_kernel<128,")
+    assert la.endswith("(instance 1)]>") and lb.endswith("(instance 2)]>")
+    assert "(int)1" not in la and "void" not in la
+    assert profiling.kernel_labels(["triton_poi_fused_relu_0", "aten::mm"]) == ["triton_poi_fused_relu_0", "aten::mm"]
+    mangled = "_ZN2at6native18elementwise_kernelILi128ELi4EEEvi"
+    (read,) = profiling.kernel_labels([mangled])
+    if shutil.which("c++filt"):
+        assert read == "at::native::elementwise_kernel<128, 4>" and not read.startswith("_Z")
+    else:
+        assert read == mangled

@@ -12,6 +12,7 @@ the scores in tiles that stay on chip and recomputes them in the backward pass: 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 
 import torch
@@ -108,6 +109,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
         raise ValueError(f"attention.sweep needs rounds ≥ 1 (got {rounds}).")
     dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     rows = []
+    need: dict[tuple[str, int], float] = {}  # (variant, length) that ran out of memory: GiB held + asked, at least
     lengths = sorted(seq_lens)
     headroom_gib = _headroom_gib(dev)
     box = timebox.window("attention_sweep", planned=len(lengths), unit="sequence lengths",
@@ -132,6 +134,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                 q.grad = k.grad = v.grad = None
             steps[name] = step
         times: dict[str, list[float]] = {name: [] for name in steps}
+        inputs = torch.cuda.memory_allocated(dev) if dev.type == "cuda" else 0  # what _peak_gib counts above
         for r in range(rounds):
             for name, step in steps.items():
                 if r and not times[name]:
@@ -139,7 +142,11 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                 try:
                     times[name].append(bench.time_it(step, warmup=2, repeats=repeats, device=dev,
                                                      warmup_s=warmup_s if r == 0 else 0.0).median_ms)
-                except torch.OutOfMemoryError:
+                except torch.OutOfMemoryError as e:
+                    if not times[name]:
+                        needed = need_at_failure_gib(str(e), inputs)
+                        if needed is not None:
+                            need[(name, L)] = needed
                     torch.cuda.empty_cache()
         for name, fn in variants.items():
             out_of_memory = {f"{name} {c}": float("nan") for c in ("ms", "peak GiB", "kept for backward MiB")}
@@ -158,6 +165,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     df = pd.DataFrame(rows)
     df.attrs["cut"] = box.cut
     df.attrs["headroom_gib"] = headroom_gib
+    df.attrs["oom_need_gib"] = need
     df["SDPA speed-up"] = df["naive ms"] / df["SDPA ms"]
     mem = "peak GiB" if dev.type == "cuda" else "kept for backward MiB"
     df["memory saved %"] = 100 * (1 - df[f"SDPA {mem}"] / df[f"naive {mem}"])
@@ -167,6 +175,23 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                               for n in ("naive", "SDPA")},
                            "SDPA speed-up": oom, "memory saved %": oom}
     return df
+
+
+def need_at_failure_gib(message: str, inputs_bytes: int) -> float | None:
+    """At least what a call that ran out of memory needed above its inputs (GiB), from PyTorch's message: what it
+    held when it failed (allocated by PyTorch, less the ``inputs_bytes`` live before the call) plus the block it
+    asked for. None where the message gives neither.
+
+        need_at_failure_gib("... Tried to allocate 64.00 GiB. ... 70.00 GiB is allocated by PyTorch ...", 2 * 2**30)
+        # 132.0
+    """
+    units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+    asked = re.search(r"Tried to allocate ([\d.]+) (\w+)", message)
+    held = re.search(r"([\d.]+) (\w+) is allocated by PyTorch", message)
+    if not (asked and held and asked.group(2) in units and held.group(2) in units):
+        return None
+    total = float(asked.group(1)) * units[asked.group(2)] + float(held.group(1)) * units[held.group(2)]
+    return (total - inputs_bytes) / 2**30
 
 
 def _headroom_gib(dev: torch.device) -> float | None:
@@ -204,20 +229,30 @@ def _out_of_memory_marks(fig, df: "pandas.DataFrame", name: str, color: str, mem
     if lost.empty or ran.empty:
         return
     last = ran.iloc[-1]
+    need = df.attrs.get("oom_need_gib", {})
     for col, key in ((1, f"{name} ms"), (2, f"{name} {mem}")):
         if not (last[key] == last[key]):  # no figure at its longest length (no allocator on a CPU): nothing to scale
             continue
         grow = [(L / last["seq_len"]) ** 2 for L in lost["seq_len"]]
+        ys = [last[key] * g for g in grow]
+        if col == 2 and mem == "peak GiB":
+            # where the failure proves more than L² growth: it held that much and asked for more when it ran out (03's
+            # cross stood at 128 GiB by L² growth, under the 131.8 GiB the sweep could allocate)
+            ys = [max(y, need.get((name, int(L)), 0.0)) for y, L in zip(ys, lost["seq_len"])]
         # the dotted line from the last length that ran, then the crosses as a trace of their own: the legend shows a
         # trace's first marker, and a line whose first point is the (hidden) start read as an open circle, not a ×
-        fig.add_trace(go.Scatter(x=[last["seq_len"], *lost["seq_len"]], y=[last[key], *(last[key] * g for g in grow)],
+        fig.add_trace(go.Scatter(x=[last["seq_len"], *lost["seq_len"]], y=[last[key], *ys],
                                  mode="lines", line=dict(color=color, dash="dot", width=1), showlegend=False,
                                  legendgroup=f"{name} oom", hoverinfo="skip"), row=1, col=col)
-        fig.add_trace(go.Scatter(x=list(lost["seq_len"]), y=[last[key] * g for g in grow], mode="markers",
+        proven = need and any(need.get((name, int(L)), 0.0) > last[key] * g for g, L in zip(grow, lost["seq_len"]))
+        how = "L² growth, or held + asked when it failed where more" if need else "where L² growth would put it"
+        hover = ("L = %{x:,}: out of memory; at least %{y:.3g}" if col == 2 and proven
+                 else "L = %{x:,}: out of memory; about %{y:.3g} by L² growth")
+        fig.add_trace(go.Scatter(x=list(lost["seq_len"]), y=ys, mode="markers",
                                  marker=dict(symbol="x", size=11, color=color),
-                                 name=f"{name}: out of memory (×: where L² growth would put it)",
+                                 name=f"{name}: out of memory (×: {how})",
                                  showlegend=col == 1, legendgroup=f"{name} oom",
-                                 hovertemplate="L = %{x:,}: out of memory; about %{y:.3g} by L² growth<extra></extra>"),
+                                 hovertemplate=hover + "<extra></extra>"),
                       row=1, col=col)
 
 
