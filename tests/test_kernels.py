@@ -277,6 +277,11 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
                                "calls; the rounds' own ratios ranged 6.8× to 7.5×)")
     assert str(GraphSpeedup(520.4, 83.9, 6.3, 5.9, 6.6, 25, 20, True)).startswith("6.2× faster than eager (84 µs vs 520")
     assert "busy 88% of its time, and the other 10 µs is 0.6 µs" in str(odd)
+    # the figures recorded are the ones printed: 03's targets table read a bound of 5.98 beside "5.94× (404 ÷ 68 µs)"
+    shown = GraphSpeedup(eager_us=404.3, graph_us=84.2, speedup=4.8, low=4.3, high=6.1, rounds=25, calls=20,
+                         separated=True, kernel_us=67.6, replay_kernel_us=72.4, replay_kernels=26)
+    assert shown.bound == pytest.approx(404 / 68) and "so the bound is 5.94× (404 ÷ 68 µs)" in str(shown)
+    assert shown.gpu_busy_pct == pytest.approx(100 * 72 / 84) and "busy 86% of its time" in str(shown)
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
     assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)
