@@ -495,3 +495,17 @@ def test_a_label_box_scores_what_is_in_its_way():
     assert figure_check.label_clashes((10, 30, 10, 20), bounds=plot, lines=[(20, 15)], taken=[]) == 2  # a line
     assert figure_check.label_clashes((10, 30, 10, 20), bounds=plot, lines=[],
                                       taken=[(25, 40, 12, 18), (0, 5, 0, 5)]) == 3  # over one label, not the other
+
+
+def test_shaded_phase_labels_on_two_rows_stand_a_line_of_text_apart():
+    """04's memory timeline: "optimizer" and the "forward" on the row under it touched, 16 px apart at font 12."""
+    import plotly.graph_objects as go
+
+    from helpers import figure_check
+
+    fig = go.Figure(go.Scatter(x=[0, 9], y=[0, 1]))
+    phases = [("forward", 0.0, 1.2), ("backward", 1.3, 3.5), ("optimizer", 3.6, 4.4), ("forward", 4.5, 5.7)]
+    figure_check.shade_phases(fig, phases, [0, 8.6], colors={}, height=380, legend_w=228)
+    plot_h = 380 - 180
+    ys = {round((1 - a.y) * plot_h, 3) for a in fig.layout.annotations}
+    assert len(ys) >= 2 and min(b - a for a, b in zip(sorted(ys), sorted(ys)[1:])) >= 1.5 * 12

@@ -365,3 +365,21 @@ def test_each_runs_timed_steps_are_shaded_so_what_follows_them_reads_as_somethin
     assert figure_check.problems(fig) == []
     bare = monitor_view.compare_figure(_record(n=40), _record(n=40))  # no phases: nothing shaded, no entry
     assert not bare.layout.shapes and monitor_view.TIMED_NAME not in {t.name for t in bare.data}
+
+
+def test_a_label_on_one_row_clears_the_bar_of_the_row_above_it():
+    """07's "rungs 2 to 4": the "+ bf16 autocast: measured" bar (the second row) struck through "+ bf16 autocast"
+    (the first), 13 px apart."""
+    rec = _record()
+    rec.phases[:] = [{"name": "+ bf16 autocast", "start_s": 0.0, "end_s": 4.0},
+                     {"name": "+ bf16 autocast: measured", "start_s": 0.5, "end_s": 3.5},
+                     {"name": "+ fused attention", "start_s": 4.0, "end_s": None}]
+    fig = monitor_view.build_figure(rec)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    bars = sorted({round((s.y0 - 1) * plot_h, 3) for s in fig.layout.shapes if s.type == "line"})
+    assert len(bars) >= 2
+    text_px = 13  # a label of font size 10, from its bottom to its top
+    for low, high in zip(bars, bars[1:]):
+        assert high - (low + 2) >= text_px  # the label sits 2 px above its bar; the next bar above it clears it
+    top = max(a.y for a in fig.layout.annotations if a.text in {"+ bf16 autocast", "+ bf16 autocast: measured"})
+    assert (top - 1) * plot_h + text_px <= fig.layout.margin.t  # and the top row fits inside the figure

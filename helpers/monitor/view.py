@@ -224,6 +224,9 @@ def _power_below_clock(fig) -> None:
 
 #: Pixels between the first panel's top and the lowest row of phase bars: clear of that panel's title.
 _BAR_ABOVE_PX = 30
+#: Pixels from one row of phase bars to the next: a label (font 10, about 13 px tall) sits 2 px above its bar, and
+#: the next row's bar clears it. At 13 px, 07's "+ bf16 autocast: measured" bar struck through "+ bf16 autocast".
+_ROW_PX = 18
 
 
 def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: float | None = None) -> None:
@@ -261,16 +264,20 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     rows = figure_check.label_rows(spans)
     # the first panel's title (font 16) fills about 22 px above its plot: the bars start above that, not on it (every
     # monitor chart's "utilisation (%)" sat under its phase bars)
-    margin.t = 80 + 13 * (max(rows, default=-1) + 1)  # room above the first panel for its title and every row
+    margin.t = 80 + _ROW_PX * (max(rows, default=-1) + 1)  # room above the first panel: its title, every row
     plot_h = (fig.layout.height or 450) - margin.t - (margin.b or 0)
-    labels = [dict(x=x, y=1 + (_BAR_ABOVE_PX + 2 + 13 * row) / plot_h, xref="x", yref="paper", text=name, showarrow=False,
+    # the title from the figure's top down: plotly centres it in the top margin, which grows with the rows, so with
+    # three rows it came down onto the top row's labels
+    fig.layout.title.update(y=1 - 12 / (fig.layout.height or 450), yref="container", yanchor="top")
+    labels = [dict(x=x, y=1 + (_BAR_ABOVE_PX + 2 + _ROW_PX * row) / plot_h, xref="x", yref="paper", text=name,
+                   showarrow=False,
                    font=dict(size=10, color=COLORS[i % len(COLORS)]), yanchor="bottom")
               for i, ((name, _start, _end), x, row) in enumerate(zip(bands, centres, rows))]
     # under each label, a bar in its band's colour over exactly its band: a label moved in from the plot's edge, or
     # one of a phase nested in another (07's "…: measured" inside its rung), still shows which seconds it names
     fig.layout.shapes = list(fig.layout.shapes) + [
-        dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (_BAR_ABOVE_PX + 13 * row) / plot_h,
-             y1=1 + (_BAR_ABOVE_PX + 13 * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
+        dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (_BAR_ABOVE_PX + _ROW_PX * row) / plot_h,
+             y1=1 + (_BAR_ABOVE_PX + _ROW_PX * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
         for i, ((_name, start, end), row) in enumerate(zip(bands, rows))]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
