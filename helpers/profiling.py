@@ -22,6 +22,7 @@ import cProfile
 import dataclasses
 import functools
 import json
+import os
 import pstats
 import re
 import tempfile
@@ -174,17 +175,35 @@ def kernel_labels(names: list[str], width: int = 72) -> list[str]:
     gpu_kernel_impl_nocast<at::…"), each keeps the start and the end of its name with "…" between, since templated
     kernels differ in their last arguments.
 
-        kernel_labels(["void f<float, A>(int)", "void f<float, B>(int)"], width=8)
-        # ['f<fl…A>', 'f<fl…B>']
+        kernel_labels(["void k<float, 1, tile128x128, end>(int)", "void k<float, 1, tile128x256, end>(int)"], width=20)
+        # ['k<float, 1…128x128,…', 'k<float, 1…128x256,…']
     """
     whole = [_whole_label(n) for n in demangled(list(names))]
     labels = [w if len(w) <= width else w[: width - 1] + "…" for w in whole]
     seen: dict[str, set[str]] = {}
     for w, lab in zip(whole, labels):
         seen.setdefault(lab, set()).add(w)
-    head = max(1, (width - 1) // 2)
-    return [lab if len(seen[lab]) == 1 else w[:head] + "…" + w[-(width - 1 - head):]
-            for w, lab in zip(whole, labels)]
+    apart: dict[str, str] = {}
+    for group in (sorted(g) for g in seen.values() if len(g) > 1):
+        apart.update(_told_apart(group, width))
+    return [apart.get(w, lab) for w, lab in zip(whole, labels)]
+
+
+def _told_apart(group: list[str], width: int) -> dict[str, str]:
+    """Labels of at most ``width`` characters for names that read alike cut at ``width``: each keeps its start (up
+    to 40 characters: 03 looks kernels up by a piece of it, "fprop", "max_pool_forward"), then "…", then the part
+    from a little before where the names first differ. Where that window still reads alike, the end instead."""
+    common = len(os.path.commonprefix(group))
+    keep = min(40, common, width // 2)
+    room = width - 2 - keep  # the window, and a "…" on each side of it
+    # from a little before the first difference; near the names' end, from as far back as the room allows
+    begin = max(keep, min(common - min(8, room // 2), min(len(w) for w in group) - room))
+    cut = {w: w[:keep] + ("…" if begin > keep else "") + w[begin: begin + room]
+           + ("…" if begin + room < len(w) else "") for w in group}
+    if len(set(cut.values())) == len(group):
+        return cut
+    tail = width // 2
+    return {w: w[: width - 1 - tail] + "…" + w[-tail:] for w in group}
 
 
 @dataclasses.dataclass(frozen=True)
