@@ -155,8 +155,8 @@ def shade_phases(fig: Any, phases, xs, *, colors: dict[str, str], height: float,
     """Shade each ``(name, start, end)`` of ``phases`` on ``fig`` and name it at its band's top left, on the lowest
     row where it clears the others (a short optimizer phase and the next forward would be drawn over one another).
     Rows are ``row_px`` apart: a line of text at 12 px stands about 15 px tall, and at 16 apart 04's "optimizer"
-    touched the "forward" on the row under it. Returns (the x axis's span, running on past the last of ``xs`` as far as the last label needs to stay inside the
-    plot; the share of the plot's height the labels' rows take, for the curves to stay under)::
+    touched the "forward" on the row under it. Returns (the x axis's span, running on past the last of ``xs`` as far
+    as the last label needs to stay inside the plot; the share of the plot's height the labels' rows take, for the curves to stay under)::
 
         span, band = shade_phases(fig, tl.phases, tl.t_ms, colors=BANDS, height=380, legend_w=legend_width(names))
         fig.update_xaxes(range=[0, span]); fig.update_yaxes(range=[0, top / (1 - min(band, 0.6))])

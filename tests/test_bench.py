@@ -112,3 +112,17 @@ def test_under_a_learner_profile_the_data_sheet_is_the_gpu_it_stands_for(monkeyp
     machine_profiles.forget()
     peak = bench.datasheet_peak("NVIDIA H100 80GB HBM3")
     assert peak.gpu == "NVIDIA T4" and peak.tflops == 65 and peak.dtype == "fp16"
+
+
+def test_steadier_times_again_only_past_the_spread_and_keeps_the_steadier():
+    from helpers import bench as b
+
+    wide, steady = b.Measurement.of([2.0, 3.0, 4.0]), b.Measurement.of([3.3, 3.35, 3.4])
+    given = iter([wide, steady])
+    m, first = b.steadier(lambda: next(given))
+    assert m is steady and first == pytest.approx(wide.spread_pct) and first > b.RETIME_SPREAD_PCT
+    given = iter([steady])
+    assert b.steadier(lambda: next(given)) == (steady, None)  # steady at once: measured once
+    given = iter([steady.__class__.of([2.0, 3.0, 4.0]), b.Measurement.of([1.0, 3.0, 5.0])])
+    m, _ = b.steadier(lambda: next(given))
+    assert m.spread_pct == pytest.approx(wide.spread_pct)  # the second was wider still: the first is kept

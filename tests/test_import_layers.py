@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("results",),  # below bench: the session's ceilings are kept beside the results (bench.session_ceilings)
     ("bench", "augment", "preflight", "ncu_target", "gpt.fp8", "kernels.softmax_triton", "kernels.relu_pool_triton",
      "kernels.cuda_ext", "memory.anatomy", "memory.accumulation", "memory.fragmentation", "memory.snapshot",
+     "memory.oom_message",
      "ddp.launch", "challenge.accuracy", "challenge.training_data", "challenge.isolation", "inference", "gpt.flops",
      "gpt.memory"),
     ("loaders", "profiling", "roofline", "kernels.launches", "kernels.graphs", "kernels.softmax", "kernels.attention",

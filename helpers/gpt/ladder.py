@@ -16,9 +16,10 @@ and learning rate: so a rung's loss curve lies on the one before it unless its c
 **Timing.** A rung runs ``warmup_steps`` optimizer steps untimed (``torch.compile`` compiles there; their losses are
 on the curve), then up to ``steps`` timed ones, each timed alone (CUDA events around the step on a GPU,
 ``perf_counter`` on a CPU), stopping at the ``training_window`` time box. The step's median gives tokens/s; the
-interquartile range over the median is its spread. A timing whose spread passes :data:`RETIME_SPREAD_PCT` is taken
-again over the same batches (their losses not kept) and the steadier of the two is kept: on one H200, fused AdamW's
-rung read 15% slower than the rung below it at 18.6% spread, and the next rung's gain was measured over that. MFU is tokens/s × FLOPs per token (``6N + 12·L·H·Q·T``) over
+interquartile range over the median is its spread. A timing whose spread passes ``bench.RETIME_SPREAD_PCT`` is
+taken again over the same batches (their losses not kept) and the steadier kept (:func:`bench.steadier`): on one
+H200, fused AdamW's rung read 15% slower than the rung below it at 18.6% spread, and the next rung's gain was
+measured over that. MFU is tokens/s × FLOPs per token (``6N + 12·L·H·Q·T``) over
 the data sheet's dense peak and over the matmul ceiling measured in this session. Peak memory is the allocator's
 peak over the rung, less what was allocated before it began.
 
@@ -77,10 +78,6 @@ class _QuietDynamo:
     def __exit__(self, *exc):
         for logger, level in self._levels:
             logger.setLevel(level)
-
-
-#: A rung's timing whose spread (interquartile range over the median) passes this many percent is taken again.
-RETIME_SPREAD_PCT = 10.0
 
 
 @contextlib.contextmanager
@@ -210,15 +207,10 @@ class Ladder:
                 # the first CUDA graphs): its steady state is then theirs (07's compiled rung read 6% utilisation
                 # over a 28 s window that was mostly its compile)
                 phase = monitor.phase if monitor is not None else (lambda name: _nothing())
-                retimed = None
+                kept = iter([losses, []])  # a second timing's losses are not kept: the curve is the first's
                 with phase(f"{rung.name}: measured"):  # closes after _timed's sync: the GPU has run every step
-                    times = self._timed(step, batches[s.warmup_steps:], losses, monitor)
-                    first = bench.Measurement.of(times) if len(times) >= 2 else None
-                    if first is not None and first.spread_pct > RETIME_SPREAD_PCT:
-                        again = self._timed(step, batches[s.warmup_steps:], [], monitor)  # losses: the first's
-                        if len(again) >= 2 and bench.Measurement.of(again).spread_pct < first.spread_pct:
-                            times = again
-                        retimed = first.spread_pct
+                    m, retimed = bench.steadier(lambda: bench.Measurement.of(
+                        self._timed(step, batches[s.warmup_steps:], next(kept), monitor)))
         except torch.OutOfMemoryError as e:
             why = (str(e).strip().splitlines() or [""])[0][:140]
             del model, opt, fn
@@ -230,7 +222,6 @@ class Ladder:
             _free(dev)
             return RungResult(**base, not_run=f"{type(e).__name__}: {said}"), None
         peak = (torch.cuda.max_memory_allocated(dev) - before) / 2**30 if dev.type == "cuda" else None
-        m = bench.Measurement.of(times)
         result = RungResult(**base, losses=tuple(float(v) for v in torch.stack(losses).tolist()), step=m,
                             tokens_per_s=s.tokens_per_step / (m.median_ms / 1e3), first_steps_s=first_s,
                             peak_mem_gib=peak, retimed_from_spread_pct=retimed)
@@ -412,7 +403,7 @@ class Ladder:
         if again:
             df.attrs["notes"] = [
                 "timed twice, the steadier timing kept, where the first one's spread passed "
-                f"{RETIME_SPREAD_PCT:g}%: " + ", ".join(f"{r.name} (first spread {r.retimed_from_spread_pct:.1f}%)"
+                f"{bench.RETIME_SPREAD_PCT:g}%: " + ", ".join(f"{r.name} (first spread {r.retimed_from_spread_pct:.1f}%)"
                                                         for r in again)]
         on_cpu = self.device.type != "cuda"
         peak_why = ("a CPU has no data sheet peak and its measured ceiling bounds nothing" if on_cpu else

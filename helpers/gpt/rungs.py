@@ -168,7 +168,7 @@ class RungResult:
     verdict: str = ""  # the judgement, in words
     over_top_x: float | None = None  # tokens/s over the top it built on
     built_on: str | None = None
-    # the first timing's spread where it passed ladder.RETIME_SPREAD_PCT and the rung was timed again (the steadier
+    # the first timing's spread where it passed bench.RETIME_SPREAD_PCT and the rung was timed again (the steadier
     # of the two timings kept); None: timed once
     retimed_from_spread_pct: float | None = None
 

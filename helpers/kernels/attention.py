@@ -12,13 +12,13 @@ the scores in tiles that stay on chip and recomputes them in the backward pass: 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 
 import torch
 import torch.nn.functional as F
 
 from .. import bench, env, figure_check, timebox
+from ..memory.oom_message import allocator_report
 
 __all__ = ["naive_attention", "sdpa", "sdpa_backend", "saved_bytes", "sweep", "sweep_figure"]
 
@@ -185,13 +185,10 @@ def need_at_failure_gib(message: str, inputs_bytes: int) -> float | None:
         need_at_failure_gib("... Tried to allocate 64.00 GiB. ... 70.00 GiB is allocated by PyTorch ...", 2 * 2**30)
         # 132.0
     """
-    units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-    asked = re.search(r"Tried to allocate ([\d.]+) (\w+)", message)
-    held = re.search(r"([\d.]+) (\w+) is allocated by PyTorch", message)
-    if not (asked and held and asked.group(2) in units and held.group(2) in units):
+    said = allocator_report(message)
+    if "asked_gib" not in said or "live_gib" not in said:
         return None
-    total = float(asked.group(1)) * units[asked.group(2)] + float(held.group(1)) * units[held.group(2)]
-    return (total - inputs_bytes) / 2**30
+    return said["asked_gib"] + said["live_gib"] - inputs_bytes / 2**30
 
 
 def _headroom_gib(dev: torch.device) -> float | None:

@@ -417,16 +417,9 @@ def _first_then_timed(step: Callable[[], None], dev: torch.device, *, calls: int
             step()
     _sync(dev)
     first_s = time.perf_counter() - t0
-    m = bench.time_it(step, warmup=3, repeats=repeats, device=dev)
-    if m.spread_pct > RETIME_SPREAD_PCT:
-        # timed again, the steadier kept: on one H200 the fused-Adam row read fastest at a 33.5% spread, wider than
-        # every difference between the rows
-        m = min(m, bench.time_it(step, warmup=3, repeats=repeats, device=dev), key=lambda t: t.spread_pct)
+    # timed again where the spread is wide (the fused-Adam row read fastest at 33.5%, wider than the rows' gaps)
+    m, _ = bench.steadier(lambda: bench.time_it(step, warmup=3, repeats=repeats, device=dev))
     return first_s, m, _opt_kernels(step, dev)
-
-
-#: A timing whose spread (interquartile range over the median) passes this many percent is taken again.
-RETIME_SPREAD_PCT = 10.0
 
 
 def _against_first(df: "pandas.DataFrame", label: str, ratio: str) -> "pandas.DataFrame":  # noqa: F821

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from torch import nn
 from .. import env, timebox
 from ..svg import PALETTE
 from .anatomy import GIB, free_memory, make_optimizer, optimizer_state_bytes, saved_activation_bytes
+from .oom_message import allocator_report  # the search's Trial and the back-off loop read it from here
 
 __all__ = ["Trial", "BatchSearch", "allocator_report", "fragmented", "free_memory", "step_probe", "try_batch", "largest_batch",
            "EXPANDABLE", "reference_cnn_search", "fresh_search", "gain_reading", "search_figure"]
@@ -53,27 +53,6 @@ class Trial:
     free_gib: float | None = None  # free on the GPU at that moment
     live_gib: float | None = None  # in live tensors (allocated by PyTorch)
     cached_gib: float | None = None  # reserved by PyTorch's cache but not allocated: freed blocks it keeps
-
-
-_UNITS = {"B": 1, "bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-_REPORT = {"asked_gib": r"Tried to allocate ([\d.]+) (\w+)", "free_gib": r"of which ([\d.]+) (\w+) is free",
-           "live_gib": r"([\d.]+) (\w+) is allocated by PyTorch",
-           "cached_gib": r"([\d.]+) (\w+) is reserved by PyTorch but unallocated"}
-
-
-def allocator_report(message: str) -> dict[str, float]:
-    """The sizes (GiB) in PyTorch's out-of-memory message, under :class:`Trial`'s field names; those it lacks left
-    out::
-
-        allocator_report("CUDA out of memory. Tried to allocate 18.38 GiB. GPU 0 has a total capacity of 79.18 GiB "
-                         "of which 17.80 GiB is free. ...")  == {"asked_gib": 18.38, "free_gib": 17.8}
-    """
-    out = {}
-    for field, pattern in _REPORT.items():
-        m = re.search(pattern, message)
-        if m and m.group(2) in _UNITS:
-            out[field] = float(m.group(1)) * _UNITS[m.group(2)] / GIB
-    return out
 
 
 def fragmented(asked_gib: float, free_gib: float, cached_gib: float) -> bool:
