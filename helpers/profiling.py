@@ -178,7 +178,14 @@ def kernel_labels(names: list[str], width: int = 72) -> list[str]:
         kernel_labels(["void k<float, 1, tile128x128, end>(int)", "void k<float, 1, tile128x256, end>(int)"], width=20)
         # ['k<float, 1…128x128,…', 'k<float, 1…128x256,…']
     """
-    whole = [_whole_label(n) for n in demangled(list(names))]
+    raw = demangled(list(names))
+    whole = [_whole_label(n) for n in raw]
+    # two kernels whose names differ only in what a label drops (their parameter lists) keep the whole name: 03's
+    # and 06's tables had shown two rows "sm90_xmma_wgrad_indexed_implicit_ge…xecute_segment_k_on_kernel__5x_cudnn"
+    dropped: dict[str, set[str]] = {}
+    for r, w in zip(raw, whole):
+        dropped.setdefault(w, set()).add(r)
+    whole = [r.strip().removeprefix("void ") if len(dropped[w]) > 1 else w for r, w in zip(raw, whole)]
     labels = [w if len(w) <= width else w[: width - 1] + "…" for w in whole]
     seen: dict[str, set[str]] = {}
     for w, lab in zip(whole, labels):
@@ -186,7 +193,14 @@ def kernel_labels(names: list[str], width: int = 72) -> list[str]:
     apart: dict[str, str] = {}
     for group in (sorted(g) for g in seen.values() if len(g) > 1):
         apart.update(_told_apart(group, width))
-    return [apart.get(w, lab) for w, lab in zip(whole, labels)]
+    out = [apart.get(w, lab) for w, lab in zip(whole, labels)]
+    # where no window of the names tells two apart within the width, they are numbered, never shown as one
+    of_label: dict[str, list[str]] = {}
+    for w, lab in zip(whole, out):
+        if w not in of_label.setdefault(lab, []):
+            of_label[lab].append(w)
+    return [lab if len(of_label[lab]) == 1 else f"{lab[: width - 4]} [{of_label[lab].index(w) + 1}]"
+            for w, lab in zip(whole, out)]
 
 
 def _told_apart(group: list[str], width: int) -> dict[str, str]:

@@ -63,10 +63,12 @@ _ROOF_SHARE = re.compile(r"(share of (the |its )?(roof|copy bandwidth|memory roo
 
 
 def sig(v: float, digits: int = 3) -> str:
-    """``v`` to ``digits`` significant figures, never in e-notation above 0.001, with thousands separators.
+    """``v`` to ``digits`` significant figures, never in e-notation from 0.0001 up, with thousands separators.
 
-    >>> sig(7362.606991), sig(53.143297), sig(0.054789), sig(1.0), sig(2.4e-06)
-    ('7,363', '53.1', '0.0548', '1.00', '2.4e-06')
+    >>> sig(7362.606991), sig(53.143297), sig(0.054789), sig(1.0), sig(0.00013), sig(2.4e-06)
+    ('7,363', '53.1', '0.0548', '1.00', '0.000130', '2.4e-06')
+
+    (03's roofline had printed a small elementwise kernel's work as "1.3e-04" GFLOP in a column of decimals.)
     """
     if v == 0:
         return "0"
@@ -75,7 +77,7 @@ def sig(v: float, digits: int = 3) -> str:
     mag = math.floor(math.log10(abs(v)))
     if mag >= digits - 1:
         return f"{v:,.0f}"  # whole numbers: more figures than asked, but never 7.36e+03
-    if mag < -3:
+    if mag < -4:
         return f"{v:.{max(digits - 2, 0)}e}"
     decimals = digits - 1 - mag
     out = f"{v:.{decimals}f}"

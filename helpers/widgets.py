@@ -104,5 +104,7 @@ class LoaderPanel:
 
         fig = go.Figure(go.Bar(x=[r.label for r in self.runs], y=[r.img_per_s for r in self.runs],
                                text=[f"{r.img_per_s:,.0f}" for r in self.runs], textposition="outside"))
-        fig.update_layout(title=self.title, yaxis_title="img/s", height=360, margin=dict(t=60, b=60))
+        # thousands separated, as every other chart and table of the course reads them ("6,000", not "6000")
+        fig.update_layout(title=self.title, yaxis_title="img/s", yaxis_tickformat=",", height=360,
+                          margin=dict(t=60, b=60))
         return fig

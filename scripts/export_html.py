@@ -77,20 +77,34 @@ def scrub(body: str) -> str:
 
 
 _CELL = re.compile(r"<(td|th)>(.*?)</\1>", flags=re.S)
+_DATE = re.compile(r"\d{4}-\d\d-\d\d")
 _LONG_TOKEN = re.compile(r"\S{32,}")  # a kernel's name: 90 characters with no space to wrap at
 
 
 def breakable_cells(body: str) -> str:
     """Table cells holding a long word (a CUDA kernel's mangled or templated name) may break it anywhere, as an
     output's long lines do: a table of fifteen columns then fits the page instead of running past it. Other cells
-    keep their numbers whole."""
+    keep their numbers whole. At least 16em wide: at 6em, 03's ncu table broke each kernel's name every few
+    characters, a column of fragments beside wide number columns."""
     def mark(m: re.Match) -> str:
         text = html.unescape(re.sub(r"<[^>]+>", "", m.group(2)))
+        if _DATE.fullmatch(text.strip()):  # the leaderboard's dates had wrapped at their hyphens, a day to a line
+            return f'<{m.group(1)} style="white-space:nowrap">{m.group(2)}</{m.group(1)}>'
         if not _LONG_TOKEN.search(text):
             return m.group(0)
-        return f'<{m.group(1)} style="overflow-wrap:anywhere;min-width:6em">{m.group(2)}</{m.group(1)}>'
+        return f'<{m.group(1)} style="overflow-wrap:anywhere;min-width:16em">{m.group(2)}</{m.group(1)}>'
 
     return _CELL.sub(mark, body)
+
+
+#: What stands where a live widget stood in a static page.
+STATIC_PANEL_NOTE = {
+    "output_type": "display_data", "metadata": {},
+    "data": {"text/html": '<p class="static-panel-note" style="font-style:italic;margin:2px 0">A live panel stood here: '
+                          "its controls run in the notebook, not in this page. What it showed when the notebook ran "
+                          "follows.</p>",
+             "text/plain": "A live panel stood here: its controls run in the notebook, not in this page."},
+}
 
 
 def static_outputs(nb: dict) -> int:
@@ -108,7 +122,10 @@ def static_outputs(nb: dict) -> int:
                 out["data"] = {"image/svg+xml": svg}
                 drawn += 1
             elif WIDGET in data:
-                continue  # the live widget: its static figure is the next output
+                # the live widget: its static figure is the next output. The prose above it asks for its controls
+                # ("press Run"), which a static page has none of: say so where they stood
+                kept.append(STATIC_PANEL_NOTE)
+                continue
             kept.append(out)
         cell["outputs"] = kept
     nb.get("metadata", {}).pop("widgets", None)

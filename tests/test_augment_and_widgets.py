@@ -105,6 +105,7 @@ def test_panel_runs_add_bars():
     assert [r.label for r in panel.runs] == ["b32 · 0w · pageable", "b256 · 4w · pinned"]
     fig = panel.figure()
     assert list(fig.data[0].y) == [3200.0, 25600.0]
+    assert fig.layout.yaxis.tickformat == ","  # "6,000", as every other chart reads (02's export had "6000")
     known = panel.add(5_000.0, batch_size=256, num_workers=2, pin_memory=True, source="grid")
     assert len(seen) == 2  # a known figure is not measured again
     assert known.label == "b256 · 2w · pinned (grid)" and known.source == "grid" and run.source == "panel"

@@ -162,6 +162,12 @@ def test_the_timeline_names_a_sliver_of_a_phase_without_drawing_labels_over_one_
     named = [a.text for a in fig.layout.annotations]
     assert sorted(named) == ["backward", "forward", "optimizer"]
     assert figure_check.problems(fig) == []
+    # rows far enough apart that two labels read as two: at 14 px (and planned on a taller plot than drawn),
+    # "forward" and "optimizer" stacked at one time on two H200s touched and read "forward optimizer"
+    lay = fig.layout
+    plot_h = lay.height - lay.margin.t - lay.margin.b
+    ys = sorted({round(a.y * plot_h, 3) for a in lay.annotations})
+    assert len(ys) >= 2 and min(b - a for a, b in zip(ys, ys[1:])) >= 1.5 * lay.annotations[0].font.size
 
 
 def test_the_phases_are_where_the_gpu_ran_the_kernels_each_host_range_launched(tmp_path):

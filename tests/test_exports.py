@@ -134,8 +134,10 @@ def test_a_cell_with_a_kernels_long_name_may_break_and_numbers_stay_whole():
     spec.loader.exec_module(export_html)
     name = "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64"
     out = export_html.breakable_cells(f"<tr><td>{name}</td><td>513,802,240</td><th>DRAM bytes written</th></tr>")
-    assert f'<td style="overflow-wrap:anywhere;min-width:6em">{name}</td>' in out
+    assert f'<td style="overflow-wrap:anywhere;min-width:16em">{name}</td>' in out
     assert "<td>513,802,240</td>" in out and "<th>DRAM bytes written</th>" in out
+    # a date keeps to one line (the leaderboard's had wrapped at its hyphens)
+    assert export_html.breakable_cells("<td>2026-11-29</td>") == '<td style="white-space:nowrap">2026-11-29</td>'
 
 
 def test_no_export_says_an_earlier_notebook_of_its_run_had_not_run():
@@ -148,3 +150,20 @@ def test_no_export_says_an_earlier_notebook_of_its_run_had_not_run():
         missing = re.findall(r"(?<![\"';])\b(\d\d) has not run on this machine", text)
         assert not missing, (f"{page.name} ran without {missing}'s figures: run those notebooks first, in the same "
                              "session and with the same results/ file, then make export-html")
+
+
+def test_a_live_widget_becomes_a_note_saying_its_controls_run_in_the_notebook():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_html", ROOT / "scripts" / "export_html.py")
+    export_html = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_html)
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {export_html.WIDGET: {"model_id": "abc", "version_major": 2, "version_minor": 0}}}
+    chart = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "the chart it drew"}}
+    nb = {"metadata": {"widgets": {"state": {}}}, "cells": [{"cell_type": "code", "outputs": [widget, chart]}]}
+    assert export_html.static_outputs(nb) == 0
+    outs = nb["cells"][0]["outputs"]
+    assert [o["data"].get("text/plain") for o in outs] == [export_html.STATIC_PANEL_NOTE["data"]["text/plain"],
+                                                           "the chart it drew"]
+    assert "widgets" not in nb["metadata"] and "controls run in the notebook" in outs[0]["data"]["text/html"]

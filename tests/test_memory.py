@@ -172,6 +172,9 @@ def test_training_backs_off_keeps_its_model_and_its_losses():
     assert seen == list(run.events) and len(run.losses) == 3 and all(l > 0 for l in run.losses)
     # its img/s says what it measured: the steps run whole at the setting it settled on (both back-offs were at step 0)
     assert run.timed_steps == 3 and run.img_per_s > 0 and "wall clock over the 3 steps" in str(run)
+    # batches read with their thousands separated, as the back-off lines print them (04 read "batch 10240 as 4 × 2560")
+    big = str(dataclasses.replace(run, batch=10_240, micro_batch=2_560))
+    assert "batch 10,240 as 4 × 2,560" in big and "At 4 × 2,560:" in big
     assert opt.state and all("momentum_buffer" in s for s in opt.state.values())  # the same optimizer carried on
     with pytest.raises(torch.OutOfMemoryError, match="even a micro-batch of 2 does not fit"):
         resilient.train_with_backoff(_Limited(1), batch=4, steps=1, image_size=16, device="cpu", min_micro_batch=2)

@@ -83,6 +83,11 @@ def test_static_figure_has_four_panels_with_data_and_phase_bands():
     assert [(b.x0, b.x1) for b in bars] == [(s.x0, s.x1) for s in bands[::4]]
     assert all(b.yref == "paper" and b.y0 > 1 for b in bars)
     assert [b.line.color for b in bars] == [s.fillcolor for s in bands[::4]]
+    # no phase takes a line's colour: 05's "2 GPUs: batch 256 measured" had read as the host CPU's purple
+    line_colours = {t.line.color for t in fig.data if t.line is not None and t.line.color}
+    phase_colours = {b.line.color for b in bars} | {a.font.color for a in fig.layout.annotations
+                                                     if a.text in {"warm-up", "measured"}}
+    assert len(phase_colours) == 2 and not phase_colours & line_colours
     memory = next(t for t in fig.data if t.name == "NVML used")
     assert fig.layout["yaxis" + memory.yaxis[1:]].rangemode == "tozero"
     titles = {a.text for a in fig.layout.annotations}

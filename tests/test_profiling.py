@@ -337,3 +337,20 @@ def test_kernel_labels_keep_different_kernels_apart_and_demangle():
         assert read == "at::native::elementwise_kernel<128, 4>" and not read.startswith("_Z")
     else:
         assert read == mangled
+
+
+def test_kernels_whose_names_differ_only_in_what_a_label_drops_are_still_told_apart():
+    """03's and 06's tables showed two rows "sm90_xmma_wgrad_indexed_implicit_ge…xecute_segment_k_on_kernel__5x_cudnn":
+    two kernels the profiler counted apart, whose names differ past what a label keeps."""
+    wgrad = ("void sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64"
+             "_execute_segment_k_on_kernel__5x_cudnn({p})")
+    a, b = wgrad.format(p="cutlass::Params<1>"), wgrad.format(p="cutlass::Params<2>")
+    la, lb, la2 = profiling.kernel_labels([a, b, a])
+    assert la != lb and la == la2 and len(la) <= 72 and len(lb) <= 72
+    assert la.startswith("sm90_xmma_wgrad_indexed") and "Params<1>" in la and "Params<2>" in lb
+    # alone, a name still loses its parameter list
+    assert profiling.kernel_labels(["void k<1>(int, float)"]) == ["k<1>"]
+    # names no window of the width tells apart are numbered, never shown alike
+    x, y = "k" * 30 + "a" + "k" * 30, "k" * 30 + "b" + "k" * 30
+    lx, ly = profiling.kernel_labels([x, y], width=8)
+    assert lx != ly and len(lx) <= 8 and len(ly) <= 8

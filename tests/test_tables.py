@@ -22,6 +22,7 @@ from helpers.tables import MISSING, NOT_EXPLAINED, readable, unreadable_cells
     (0.9996, 3, "1.00"),
     (-3.14159, 3, "-3.14"),
     (2.4e-06, 3, "2.4e-06"),
+    (0.00013, 3, "0.000130"),  # a decimal from 0.0001 up: 03's roofline had read "1.3e-04" GFLOP
     (0.0, 3, "0"),
     (1866.235, 4, "1,866"),
     (64.989552, 2, "65"),

@@ -307,14 +307,33 @@ class Ladder:
     def mfu(self, result: RungResult, *, against: str = "datasheet") -> float | None:
         """``result``'s MFU (0–1) against the data sheet's dense peak (``"datasheet"``) or the matmul ceiling
         measured in this session (``"measured"``); None where there is no such peak (a CPU; a GPU the course has no
-        data sheet figure for), or the rung did not run."""
+        data sheet figure for), or the rung did not run.
+
+        The share of :meth:`mfu_text`'s rate by the peak, each as printed, so the table's MFU columns, the recorded
+        figure and the sentence read one number. The rate is printed to a tenth of a TFLOP/s, so that the share
+        also agrees with the table's tok/s × the GFLOP per token: 07's table had read 54.1% beside "431 TFLOP/s,
+        MFU 54.0% of the 798", and, with shares of a rate rounded to three figures, 40.1% where tok/s × 0.855 ÷ 793
+        gives 40.2."""
         c = self.ceilings
         if c is None or not result.ran or not math.isfinite(result.tokens_per_s) or not c.bounds:
             return None
         peak = c.datasheet_tflops if against == "datasheet" else c.matmul_tflops
         if not peak:
             return None
-        return result.tokens_per_s * self.flops_per_token / (peak * 1e12)
+        return self._achieved_tflops_as_shown(result) / bench.flops_rate_as_shown(peak)
+
+    def _rate_and_flops_text(self, result: RungResult) -> tuple[str, str, str]:
+        """The tokens/s, GFLOP per token and their product, the FLOP rate, as :meth:`mfu_text` prints them: the
+        product of the two figures as printed (521,082 × 0.855 had read 445 TFLOP/s, where it is 445.5), to a
+        tenth of a TFLOP/s (below one TFLOP/s, a CPU's, in GFLOP/s)."""
+        rate, per_token = f"{result.tokens_per_s:,.0f}", f"{self.flops_per_token / 1e9:.3g}"
+        achieved = tables.as_shown(rate) * tables.as_shown(per_token) / 1e3
+        return rate, per_token, (f"{achieved:,.1f} TFLOP/s" if achieved >= 1 else bench.flops_rate(achieved))
+
+    def _achieved_tflops_as_shown(self, result: RungResult) -> float:
+        """The FLOP rate :meth:`mfu_text` prints, in TFLOP/s."""
+        value, unit = self._rate_and_flops_text(result)[2].split(" ")
+        return tables.as_shown(value) / (1e3 if unit == "GFLOP/s" else 1.0)
 
     def config_for(self, rung: Rung) -> RungConfig:
         """What ``rung`` would train: the top's configuration with its one change."""
@@ -325,18 +344,17 @@ class Ladder:
         knows the GPU's figure), or why there is no MFU here (a CPU). ``named``: begin with the rung's name."""
         if not result.ran:
             return f"{result.name}: not run here ({result.not_run})"
-        # the product of the two figures as printed (521,082 × 0.855 had read 445 TFLOP/s, where it is 445.5)
-        rate, per_token = f"{result.tokens_per_s:,.0f}", f"{self.flops_per_token / 1e9:.3g}"
-        achieved = tables.as_shown(rate) * tables.as_shown(per_token) / 1e3
+        rate, per_token, flops = self._rate_and_flops_text(result)
+        achieved = self._achieved_tflops_as_shown(result)
         head = (f"{result.name}: " if named else "It trains ") + (
-            f"{rate} tok/s × {per_token} GFLOP per token = {bench.flops_rate(achieved)}")
+            f"{rate} tok/s × {per_token} GFLOP per token = {flops}")
         c = self.ceilings
         if c is None:
             return head
         if not c.bounds:
             return f"{head}; MFU is {bench.NOT_A_BOUND}"
         # the shares from the rate as printed in the head: a reader's division gives the same figures
-        text = f"{head}, MFU {c.mfu_text_of_rate(bench.flops_rate_as_shown(achieved))}"
+        text = f"{head}, MFU {c.mfu_text_of_rate(achieved)}"
         return text if c.datasheet_tflops else text + " (the course has no data sheet figure for this GPU)"
 
     def summary_lines(self) -> list[str]:

@@ -242,7 +242,9 @@ def _out_of_memory_marks(fig, df: "pandas.DataFrame", name: str, color: str, mem
                                  mode="lines", line=dict(color=color, dash="dot", width=1), showlegend=False,
                                  legendgroup=f"{name} oom", hoverinfo="skip"), row=1, col=col)
         proven = need and any(need.get((name, int(L)), 0.0) > last[key] * g for g, L in zip(grow, lost["seq_len"]))
-        how = "L² growth, or held + asked when it failed where more" if need else "where L² growth would put it"
+        # the legend reads as a sentence: "(×: L² growth, or held + asked when it failed where more)" had not
+        how = ("at its L² growth, or at what it held + asked for when it failed, if more" if need
+               else "where L² growth would put it")
         hover = ("L = %{x:,}: out of memory; at least %{y:.3g}" if col == 2 and proven
                  else "L = %{x:,}: out of memory; about %{y:.3g} by L² growth")
         fig.add_trace(go.Scatter(x=list(lost["seq_len"]), y=ys, mode="markers",

@@ -96,9 +96,10 @@ class BackoffRun:
     def __str__(self) -> str:
         moves = "; ".join(e.move for e in self.events) or "none needed"
         steps = f"{self.timed_steps} step{'s' if self.timed_steps != 1 else ''}"
-        return (f"{len(self.losses)} steps of batch {self.batch} as {self.grad_accum} × {self.micro_batch} "
+        # batches with thousands separated, as the back-off moves print them ("10,240 → 5,120")
+        return (f"{len(self.losses)} steps of batch {self.batch:,} as {self.grad_accum} × {self.micro_batch:,} "
                 f"(accumulated × micro-batch); back-offs: {moves}.\n"
-                f"At {self.grad_accum} × {self.micro_batch}: {self.img_per_s:,.0f} img/s, wall clock over the {steps} "
+                f"At {self.grad_accum} × {self.micro_batch:,}: {self.img_per_s:,.0f} img/s, wall clock over the {steps} "
                 "run whole at that setting, each micro-batch copied from the CPU to the device (the random images' "
                 "making not counted)")
 

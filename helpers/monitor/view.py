@@ -42,6 +42,9 @@ CLOCK_TICK_MHZ = 500
 #: The monitor's line colours, in the order of its lines (utilisation, SM activity, ...): the report draws with them.
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f", "#bcbd22",
           "#e377c2")  # one per line of a GPU's view (nine with the host CPU): none shares another's colour
+#: The phases' bands, bars and labels: darker shades none of the lines uses, so a phase never reads as a quantity
+#: (05's "2 GPUs: batch 256 measured" had been the host CPU's purple, 07's rungs the allocator's brown and orange).
+PHASE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#31a354", "#756bb1")
 
 
 def in_notebook() -> bool:
@@ -243,7 +246,7 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     panels = [k.replace("axis", "") for k in fig.layout if k.startswith("yaxis") and not fig.layout[k].overlaying]
     fig.layout.shapes = [
         dict(type="rect", xref="x", yref=f"{y} domain", x0=start, x1=end, y0=0, y1=1,
-             fillcolor=COLORS[i % len(COLORS)], opacity=0.08, line_width=0, layer="below")
+             fillcolor=PHASE_COLORS[i % len(PHASE_COLORS)], opacity=0.08, line_width=0, layer="below")
         for i, (_name, start, end) in enumerate(bands) for y in sorted(panels)
     ]
     margin = fig.layout.margin
@@ -271,13 +274,13 @@ def _draw_phases(fig, phases: list[dict], t_end: float, lo: float = 0.0, hi: flo
     fig.layout.title.update(y=1 - 12 / (fig.layout.height or 450), yref="container", yanchor="top")
     labels = [dict(x=x, y=1 + (_BAR_ABOVE_PX + 2 + _ROW_PX * row) / plot_h, xref="x", yref="paper", text=name,
                    showarrow=False,
-                   font=dict(size=10, color=COLORS[i % len(COLORS)]), yanchor="bottom")
+                   font=dict(size=10, color=PHASE_COLORS[i % len(PHASE_COLORS)]), yanchor="bottom")
               for i, ((name, _start, _end), x, row) in enumerate(zip(bands, centres, rows))]
     # under each label, a bar in its band's colour over exactly its band: a label moved in from the plot's edge, or
     # one of a phase nested in another (07's "…: measured" inside its rung), still shows which seconds it names
     fig.layout.shapes = list(fig.layout.shapes) + [
         dict(type="line", xref="x", yref="paper", x0=start, x1=end, y0=1 + (_BAR_ABOVE_PX + _ROW_PX * row) / plot_h,
-             y1=1 + (_BAR_ABOVE_PX + _ROW_PX * row) / plot_h, line=dict(color=COLORS[i % len(COLORS)], width=2))
+             y1=1 + (_BAR_ABOVE_PX + _ROW_PX * row) / plot_h, line=dict(color=PHASE_COLORS[i % len(PHASE_COLORS)], width=2))
         for i, ((_name, start, end), row) in enumerate(zip(bands, rows))]
     panel_titles = set(_PANELS) | set(_panels(MonitorRecord(source="host", devices=[], period_s=1.0)))
     fig.layout.annotations = [a for a in fig.layout.annotations if a.text in panel_titles] + labels
