@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import bench, figure_check, models, ncu, profiling, roofline, train
+from helpers import bench, figure_check, models, ncu, profiling, roofline, tables, train
 from helpers.exercises import nb03
 from helpers.kernels import attention, compile_modes, cuda_ext, launches, softmax
 from helpers.tables import readable
@@ -384,6 +384,8 @@ def test_time_train_step_and_table():
     t3 = compile_modes.time_call(mlp, torch.randn(4, 8), label="mlp again", warmup=1, repeats=2, warmup_s=0.01)
     df = compile_modes.timings_table([t2, t3])
     assert list(df.variant) == ["mlp", "mlp again"] and df["× vs mlp"].iloc[0] == 1.0 and "rows/s" in df.columns
+    # the ratio the table holds is the one it shows (03 recorded 1.90× beside a table reading 1.91)
+    assert df["× vs mlp"].iloc[1] == tables.as_shown(str(readable(df).shown["× vs mlp"].iloc[1]))
     assert t.compile_cache is None and t.first_call == f"a first call of {t.compile_s:.1f} s"  # eager: no cache
 
 
