@@ -84,15 +84,15 @@ _LONG_TOKEN = re.compile(r"\S{32,}")  # a kernel's name: 90 characters with no s
 def breakable_cells(body: str) -> str:
     """Table cells holding a long word (a CUDA kernel's mangled or templated name) may break it anywhere, as an
     output's long lines do: a table of fifteen columns then fits the page instead of running past it. Other cells
-    keep their numbers whole. At least 16em wide: at 6em, 03's ncu table broke each kernel's name every few
-    characters, a column of fragments beside wide number columns."""
+    keep their numbers whole. (At 16em, 03's ncu table of fifteen columns grew past a 1280 px page: the page then
+    scrolled sideways. Its names break every few words at 6em; a page that fits comes first.)"""
     def mark(m: re.Match) -> str:
         text = html.unescape(re.sub(r"<[^>]+>", "", m.group(2)))
         if _DATE.fullmatch(text.strip()):  # the leaderboard's dates had wrapped at their hyphens, a day to a line
             return f'<{m.group(1)} style="white-space:nowrap">{m.group(2)}</{m.group(1)}>'
         if not _LONG_TOKEN.search(text):
             return m.group(0)
-        return f'<{m.group(1)} style="overflow-wrap:anywhere;min-width:16em">{m.group(2)}</{m.group(1)}>'
+        return f'<{m.group(1)} style="overflow-wrap:anywhere;min-width:6em">{m.group(2)}</{m.group(1)}>'
 
     return _CELL.sub(mark, body)
 
