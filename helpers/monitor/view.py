@@ -44,7 +44,7 @@ COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17
           "#e377c2")  # one per line of a GPU's view (nine with the host CPU): none shares another's colour
 #: The phases' bands, bars and labels: darker shades none of the lines uses, so a phase never reads as a quantity
 #: (05's "2 GPUs: batch 256 measured" had been the host CPU's purple, 07's rungs the allocator's brown and orange).
-PHASE_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#31a354", "#756bb1")
+PHASE_COLORS = ("#393b79", "#637939", "#7b4173", "#2f4f4f", "#6b6ecf", "#8ca252", "#a55194", "#5254a3")
 
 
 def in_notebook() -> bool:
