@@ -320,20 +320,17 @@ class Ladder:
         peak = c.datasheet_tflops if against == "datasheet" else c.matmul_tflops
         if not peak:
             return None
-        return self._achieved_tflops_as_shown(result) / bench.flops_rate_as_shown(peak)
+        return self._flop_rate(result)[3] / bench.flops_rate_as_shown(peak)
 
-    def _rate_and_flops_text(self, result: RungResult) -> tuple[str, str, str]:
-        """The tokens/s, GFLOP per token and their product, the FLOP rate, as :meth:`mfu_text` prints them: the
-        product of the two figures as printed (521,082 × 0.855 had read 445 TFLOP/s, where it is 445.5), to a
-        tenth of a TFLOP/s (below one TFLOP/s, a CPU's, in GFLOP/s)."""
+    def _flop_rate(self, result: RungResult) -> tuple[str, str, str, float]:
+        """The tokens/s and GFLOP per token as :meth:`mfu_text` prints them, their product (the FLOP rate) as it
+        prints it, and that rate in TFLOP/s as printed: the product of the two figures as printed (521,082 × 0.855
+        had read 445 TFLOP/s, where it is 445.5), to a tenth of a TFLOP/s (below one TFLOP/s, a CPU's, in GFLOP/s)."""
         rate, per_token = f"{result.tokens_per_s:,.0f}", f"{self.flops_per_token / 1e9:.3g}"
         achieved = tables.as_shown(rate) * tables.as_shown(per_token) / 1e3
-        return rate, per_token, (f"{achieved:,.1f} TFLOP/s" if achieved >= 1 else bench.flops_rate(achieved))
-
-    def _achieved_tflops_as_shown(self, result: RungResult) -> float:
-        """The FLOP rate :meth:`mfu_text` prints, in TFLOP/s."""
-        value, unit = self._rate_and_flops_text(result)[2].split(" ")
-        return tables.as_shown(value) / (1e3 if unit == "GFLOP/s" else 1.0)
+        if achieved >= 1:
+            return rate, per_token, f"{achieved:,.1f} TFLOP/s", round(achieved, 1)
+        return rate, per_token, bench.flops_rate(achieved), bench.flops_rate_as_shown(achieved)
 
     def config_for(self, rung: Rung) -> RungConfig:
         """What ``rung`` would train: the top's configuration with its one change."""
@@ -344,8 +341,7 @@ class Ladder:
         knows the GPU's figure), or why there is no MFU here (a CPU). ``named``: begin with the rung's name."""
         if not result.ran:
             return f"{result.name}: not run here ({result.not_run})"
-        rate, per_token, flops = self._rate_and_flops_text(result)
-        achieved = self._achieved_tflops_as_shown(result)
+        rate, per_token, flops, achieved = self._flop_rate(result)
         head = (f"{result.name}: " if named else "It trains ") + (
             f"{rate} tok/s × {per_token} GFLOP per token = {flops}")
         c = self.ceilings
