@@ -230,6 +230,11 @@ _A_AND_B = rf"(?<![\w.])(?P<a>{_NUM}) (?P<u>{_UNITS})(?![\w/])[^()\n]{{0,90}}?(?
 _RATIOS = (re.compile(_A_AND_B + rf"[^()\n\d]{{0,12}}\((?P<r>{_NUM})×"),
            re.compile(_A_AND_B + rf": (?P<r>{_NUM})× (?:less|more|faster|slower)"),
            re.compile(rf"(?<![\w.])(?P<a>{_NUM}) (?P<u>{_UNITS})(?![\w/]),? (?P<r>{_NUM})× the (?P<b>{_NUM}) (?P=u)(?![\w/])"))
+#: A division written out beside its result, the units' prefixes making it a power of ten apart: "about 65,700 img/s
+#: (793 TFLOP/s ÷ 12.06 GFLOP per image)", "the bound is 4.46× (303 ÷ 68 µs)", "793 ÷ 12.06 = 65.8".
+_WORD = r"(?: [A-Za-zµ/]+)?"
+_QUOTIENTS = (re.compile(rf"(?<![\w.])(?P<r>{_NUM})×?{_WORD}{_WORD} \((?P<a>{_NUM}){_WORD} ÷ (?P<b>{_NUM})(?![\d,.])"),
+              re.compile(rf"(?<![\w.])(?P<a>{_NUM}){_WORD} ÷ (?P<b>{_NUM}){_WORD} = (?P<r>{_NUM})(?![\d,.])"))
 #: A change in % beside the two figures it is computed from: "peak memory 1.64 → 5.56 GiB (+239%)".
 _CHANGE = re.compile(rf"(?<![\w.])(?P<a>{_NUM})(?: {_UNITS})? → (?P<b>{_NUM}) (?:{_UNITS}|%)(?![\w/]) \((?P<p>[-+−]{_NUM})%\)")
 
@@ -243,19 +248,35 @@ def arithmetic_disagreements(text: str) -> list[str]:
     >>> arithmetic_disagreements("eager 0.704 ms, compiled 0.129 ms (5.4×)"), arithmetic_disagreements("1.64 → 5.56 GiB (+239%)")
     (['0.704 ms, compiled 0.129 ms (5.4×'], [])
     """
-    def half_step(t: str) -> float:  # half the last printed digit's step, and a hair for binary fractions
-        return 0.5 * 10 ** -(len(t.split(".")[1]) if "." in t else 0) * 1.001 + 1e-12
-
+    half_step = _half_step
     out = []
     for m in (m for pattern in _RATIOS for m in pattern.finditer(text)):
         a, b, r = as_shown(m["a"]), as_shown(m["b"]), as_shown(m["r"])
         if a and b and all(abs(r - x) > half_step(m["r"]) for x in (a / b, b / a)):
+            out.append(m.group(0))
+    for m in (m for pattern in _QUOTIENTS for m in pattern.finditer(text)):
+        a, b, r = as_shown(m["a"]), as_shown(m["b"]), as_shown(m["r"])
+        if not (a and b and r):
+            continue
+        # the units' prefixes (TFLOP/s ÷ GFLOP is thousands of img/s) put the result a power of ten from a ÷ b
+        q = a / b * 10 ** round(math.log10(r * b / a))
+        if abs(r - q) > half_step(m["r"], whole_rounded=True):
             out.append(m.group(0))
     for m in _CHANGE.finditer(text):
         a, b, p = as_shown(m["a"]), as_shown(m["b"]), float(m["p"].replace("−", "-").replace(",", ""))
         if a and abs(100 * (b / a - 1) - p) > half_step(m["p"]):
             out.append(m.group(0))
     return list(dict.fromkeys(out))
+
+
+def _half_step(t: str, whole_rounded: bool = False) -> float:
+    """Half the step of the last digit ``t`` (a number as printed) shows, and a hair for binary fractions. With
+    ``whole_rounded``, a whole number's trailing zeros are taken as rounding (65,700 from :func:`rounded`: ± 50)."""
+    t = t.replace(",", "")
+    if "." in t:
+        return 0.5 * 10 ** -len(t.split(".")[1]) * 1.001 + 1e-12
+    zeros = len(t) - len(t.rstrip("0")) if whole_rounded and t.strip("0") else 0
+    return 0.5 * 10 ** zeros * 1.001 + 1e-12
 
 
 def percent(p: float) -> str:

@@ -292,6 +292,13 @@ def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmet
     ("peak memory 1.64 → 5.56 GiB (+239%)", False),
     ("energy per image 29.5 → 33.4 mJ (+13%)", False),
     ("1.2 ms for 4.0 GiB (2.0×)", False),                        # two units: not a pair to divide
+    # a division written out beside its result, a power of ten apart by the units' prefixes
+    ("about 65,700 img/s (793 TFLOP/s ÷ 12.06 GFLOP per image)", True),   # 00: 793 ÷ 12.06 is 65,755
+    ("about 65,800 img/s (793 TFLOP/s ÷ 12.06 GFLOP per image)", False),
+    ("the bound is 4.46× (303 ÷ 68 µs)", False),
+    ("the bound is 4.40× (303 ÷ 68 µs)", True),
+    ("793 ÷ 12.06 = 65.8", False),
+    ("793 ÷ 12.06 = 65.5", True),
 ])
 def test_a_ratio_printed_beside_its_figures_is_checked_against_them(text, flagged):
     assert bool(tables.arithmetic_disagreements(text)) is flagged, tables.arithmetic_disagreements(text)
