@@ -420,7 +420,7 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
         change = best_out.img_per_s / last_in.img_per_s - 1
         head = (f"Past the {cores} usable cores, {int(best_out.num_workers)} workers read "
                 f"{best_out.img_per_s:,.0f} img/s against {last_in.img_per_s:,.0f} for {int(last_in.num_workers)}, "
-                "the most within them")
+                "the largest count within them")
         # tables.percent: as the table's gain column rounds it (9.5, where ":.0%" read "10% less" beside -9.5)
         if change > SAME_WITHIN:
             said.append(head + f": {tables.percent(100 * change)}% more. A worker does not keep its core busy all "

@@ -350,9 +350,11 @@ def availability(tool: NsysTool | None, stats: NsysStats | None = None, *, expec
                             f"{tool.name} recorded {got:,} kernel{'' if got == 1 else 's'} where the steps launched "
                             f"{expected_kernels:,} (torch.profiler's count): this nsys is likely older than {cuda}, "
                             f"which PyTorch runs on, and cannot see its kernels; {seen}.", got, expected_kernels)
-    compared = (f"the steps launched {expected_kernels:,} by torch.profiler's count" if expected_kernels
-                else "no launch count to compare with")
-    return Availability("ok", f"{tool.name} recorded {got:,} kernel launches ({compared}), "
+    # kernels the GPU ran, not launches: a replayed CUDA graph runs many from one launch (03's top rung read "375
+    # kernel launches" beside its table's 26 launches and 2 graph launches a step)
+    compared = (f"torch.profiler counted {expected_kernels:,} for the same steps" if expected_kernels
+                else "no count to compare with")
+    return Availability("ok", f"{tool.name} recorded {got:,} kernels run on the GPU ({compared}), "
                               f"{stats.api_call_count:,} CUDA API calls and {stats.range_count:,} NVTX ranges.",
                         got, expected_kernels)
 

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -126,3 +128,14 @@ def test_steadier_times_again_only_past_the_spread_and_keeps_the_steadier():
     given = iter([steady.__class__.of([2.0, 3.0, 4.0]), b.Measurement.of([1.0, 3.0, 5.0])])
     m, _ = b.steadier(lambda: next(given))
     assert m.spread_pct == pytest.approx(wide.spread_pct)  # the second was wider still: the first is kept
+
+
+def test_mfu_pcts_divide_by_the_peaks_as_printed():
+    # 06 read MFU 33.2% where a reader's 22,117 img/s × 12.06 GFLOP ÷ 805 TFLOP/s (the ceiling as printed) is 33.1%
+    c = bench.Ceilings("x", matmul_tflops=804.65, matmul_dtype="bfloat16", matmul_n=8192, copy_gb_per_s=3000.0,
+                       copy_bytes=1, datasheet_tflops=989.4, datasheet_gpu="NVIDIA H200")
+    mfu, sheet = c.mfu_pcts(22_117 * 12.06e9)
+    assert f"{mfu:.1f}" == "33.1" and mfu == pytest.approx(100 * 22_117 * 12.06e9 / 805e12)
+    assert sheet == pytest.approx(100 * 22_117 * 12.06e9 / 989e12)
+    cpu = dataclasses.replace(c, bounds=False)  # a CPU's ceiling bounds nothing: no data sheet share
+    assert cpu.mfu_pcts(1e9)[1] is None and cpu.mfu_pcts(1e9)[0] == pytest.approx(100 * 1e9 / 805e12)

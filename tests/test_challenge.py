@@ -258,6 +258,14 @@ def test_step_roofline_groups_the_kernels_and_says_what_it_left_off():
     assert pool["GB/s moved"] == pytest.approx(step_costs(model, image_size=16, batch=2)["fused pool forward"][1] / 1e-3 / 1e9)
     assert pool["% of roof"] == pytest.approx(100 * pool["GB/s moved"] / 1.0)  # on the memory roof: bytes/s over bandwidth
     assert set(k.readable(ceil).shown.index) == set(t["kernels"])
+    # the convolutions' row counts conv1's zero channels: said under the table, with their share of its FLOPs
+    plain = step_costs(models.ReferenceCNN(16), image_size=16, batch=2)["convolutions"][0]
+    padded = step_costs(model, image_size=16, batch=2)["convolutions"][0]
+    said = [n for n in k.readable(ceil).notes if n.startswith("convolutions: the FLOPs the hardware does")]
+    assert len(said) == 1 and f"{tables.percent(100 * (1 - plain / padded))}% of them" in said[0], said
+    assert "padded from 3 to 8" in said[0]
+    unpadded = step_roofline(_StepProfile(), models.ReferenceCNN(16), image_size=16, batch=2)
+    assert unpadded.notes == () and not any("zero input channels" in n for n in unpadded.readable(ceil).notes)
     over = t.set_index("kernels")["% of roof"].loc[lambda x: x > 100].index.tolist()
     notes = " ".join(k.readable(ceil).notes)
     assert ("Above 100%" in notes) == bool(over) and all(name in notes for name in over)

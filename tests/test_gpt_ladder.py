@@ -187,6 +187,8 @@ def test_the_table_and_the_loss_figure_read(climbed):
     fig = lad.loss_figure()
     assert problems(fig) == []
     assert len(fig.data) == sum(r.ran for r in lad.results)
+    # each rung its own colour and marker: 07's curves lay on each other in two near-identical reds
+    assert len({t.line.color for t in fig.data}) == len({t.marker.symbol for t in fig.data}) == len(fig.data)
     floor = lad.source.entropy_rate()  # the Markov chain's: the line the curves are read against, inside the axis
     assert [round(sh.y0, 6) for sh in fig.layout.shapes] == [round(floor, 6)]
     lo, hi = fig.layout.yaxis.range

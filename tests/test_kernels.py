@@ -282,6 +282,13 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
                          separated=True, kernel_us=67.6, replay_kernel_us=72.4, replay_kernels=26)
     assert shown.bound == pytest.approx(404 / 68) and "so the bound is 5.94× (404 ÷ 68 µs)" in str(shown)
     assert shown.gpu_busy_pct == pytest.approx(100 * 72 / 84) and "busy 86% of its time" in str(shown)
+    # a round above the bound says why (03 read "ratios ranged 4.0× to 5.7×" beside "the bound is 5.14×"): the bound
+    # divides the median eager time, and that round's eager calls ran slower
+    past = GraphSpeedup(eager_us=329, graph_us=81, speedup=4.1, low=4.0, high=5.7, rounds=25, calls=20, separated=True,
+                        kernel_us=64, replay_kernel_us=71, replay_kernels=26, high_eager_us=421.4)
+    assert ("so the bound is 5.14× (329 ÷ 64 µs) for the medians; the round at 5.7× passed it because its eager "
+            "calls ran slower, 421 µs each, and its own bound was 6.58×") in str(past)
+    assert "passed it" not in str(shown) and "passed it" not in str(dataclasses.replace(past, high_eager_us=None))
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
     assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)

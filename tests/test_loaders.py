@@ -238,7 +238,7 @@ def test_a_fall_that_came_within_the_cores_is_not_blamed_on_them():
     sweep = _sweep({0: 996, 1: 458, 2: 883, 4: 1979, 8: 3092, 15: 4641, 16: 3969, 24: 3760}, 16)
     sweep.loc[sweep.num_workers.isin([0, 4, 15]), "source"] = "grid"
     said = loaders.worker_sweep_reading(sweep, cores=16)
-    assert "24 workers read 3,760 img/s against 3,969 for 16, the most within them: 5.3% less" in said
+    assert "24 workers read 3,760 img/s against 3,969 for 16, the largest count within them: 5.3% less" in said
     assert "came at 15 workers (4,641, read from the grid, timed apart from the sweep); 16 read 14.5% less" in said
     assert "sharing cores does not explain that fall" in said
     # where the fastest within the cores is the last count within them, no such sentence

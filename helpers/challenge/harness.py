@@ -506,7 +506,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
                                                "finite; a run whose weights diverge has no accuracy to rank")
     else:
         checks["accuracy_not_worse"] = accuracy_check(accuracy, rules, baseline)
-    mfu = 100 * result.img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
+    mfu, sheet = session.ceilings.mfu_pcts(result.img_per_s * session.flops_per_image)  # over the peaks as printed
     on_gpu = steady.source == "nvml"
     return Verdict(
         name=sub.name, config=cfg, checks=checks, img_per_s=result.img_per_s, mfu_pct=mfu, accuracy=accuracy,
@@ -519,7 +519,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
         baseline_img_per_s=(baseline or result).img_per_s,
         step_ms=result.step_ms_median, precision=result.precision, train=result, monitor=record, steady=steady,
         wall_s=time.perf_counter() - t_start, profile=prof, stopped=stop or "", bounded=session.ceilings.bounds,
-        datasheet_mfu_pct=session.ceilings.datasheet_mfu_pct(mfu), datasheet_gpu=session.ceilings.datasheet_gpu,
+        datasheet_mfu_pct=sheet, datasheet_gpu=session.ceilings.datasheet_gpu,
     )
 
 

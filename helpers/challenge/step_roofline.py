@@ -114,6 +114,7 @@ class StepKernels:
     shares: dict[str, float]  # point name → share of the step's kernel time (%)
     unplaced: dict[str, float]  # kind of kernel → share of the step's kernel time (%), not on the roofline
     step_kernel_ms: float  # all kernel time per step (on a CPU: the ops' CPU time)
+    notes: tuple[str, ...] = ()  # sentences about the figures, shown under the table (:meth:`readable`)
 
     def table(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
         """Per point: ms per step, share of the step, FLOP/byte, which roof bounds it, achieved and roof TFLOP/s,
@@ -147,6 +148,7 @@ class StepKernels:
         over = [str(k) for k, v in df["% of roof"].items() if v > 100]
         if over:  # the reason, said under the table (tables.readable names the kernels)
             df.attrs["above_roof"] = {"% of roof": PAST_THE_ROOF}
+        df.attrs["notes"] = list(self.notes)
         return tables.readable(df)
 
 
@@ -171,7 +173,30 @@ def step_roofline(prof: profiling.ProfileResult | None, model: nn.Module, *, ima
     if prof is None:
         return None
     costs = step_costs(model, image_size=image_size, batch=batch, bytes_per_value=bytes_per_value)
-    return place_kernels(prof, costs, _group, _KIND)
+    return dataclasses.replace(place_kernels(prof, costs, _group, _KIND),
+                               notes=padding_notes(model, costs, image_size=image_size, batch=batch))
+
+
+def padding_notes(model: nn.Module, costs: dict[str, tuple[float, float]], *, image_size: int,
+                  batch: int) -> tuple[str, ...]:
+    """What the convolutions' row counts where the first convolution's input is padded (``models.pad_first_conv``):
+    the hardware's FLOPs, its zero channels included, which MFU does not count. 06's row read "463 TFLOP/s … 57.5% of
+    roof" beside an MFU of the reference network's FLOPs alone, and said nothing of the difference."""
+    from ..models import PaddedInputConv
+
+    padded = [m for m in model.modules() if isinstance(m, PaddedInputConv) and m.extra > 0]
+    if not padded or "convolutions" not in costs:
+        return ()
+    conv = padded[0].conv
+    side = image_size  # the first convolution runs at full resolution
+    # forward and weight gradient (the images need no input gradient), 2 FLOPs per multiply-add, per zero channel
+    zeros = 2 * 2.0 * batch * conv.out_channels * side * side * padded[0].extra * conv.kernel_size[0] * conv.kernel_size[1]
+    share = 100 * zeros / costs["convolutions"][0]
+    real = conv.in_channels - padded[0].extra
+    return (f"convolutions: the FLOPs the hardware does, the first convolution's {padded[0].extra} zero input channels "
+            f"(padded from {real} to {conv.in_channels}) included: {tables.percent(share)}% of them. MFU counts the "
+            f"reference network's FLOPs only, so at the same speed its share of the roof would be "
+            f"{tables.percent(100 - share)}% of this row's.",)
 
 
 def place_kernels(prof: profiling.ProfileResult, costs: dict[str, tuple[float, float]],

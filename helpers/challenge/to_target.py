@@ -550,14 +550,14 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
     steady = record.summary(phase=f"{name}: timed")
     on_gpu = steady.source == "nvml"
     img_per_s = hand_out.images / train_s if train_s > 0 else math.nan
-    mfu = 100 * img_per_s * session.flops_per_image / (session.ceilings.matmul_tflops * 1e12)
+    mfu, sheet = session.ceilings.mfu_pcts(img_per_s * session.flops_per_image)  # over the peaks as printed
     return TrainingVerdict(
         name=name, checks=checks, accuracy=accuracy, target=threshold, train_s=train_s, images=hand_out.images,
         img_per_s=img_per_s, mfu_pct=mfu, peak_mem_gib=peak,
         nvml_util_pct=steady.mean_util_pct if on_gpu else None,
         gpm_sm_pct=steady.mean_sm_active_pct if on_gpu else None,
         rehearsal_s=rehearsal_s, monitor=record, bounded=bounded,
-        datasheet_mfu_pct=session.ceilings.datasheet_mfu_pct(mfu) if bounded else None,
+        datasheet_mfu_pct=sheet if bounded else None,
         datasheet_gpu=session.ceilings.datasheet_gpu, energy_j=steady.energy_j if on_gpu else None,
         j_per_image=steady.j_per_image if on_gpu else None, energy_missing=energy_missing(steady, True))
 

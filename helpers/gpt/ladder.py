@@ -54,6 +54,12 @@ __all__ = ["RungConfig", "Rung", "LadderSetup", "RungResult", "Runner", "Ladder"
            "judge", "LOSS_TOLERANCE"]
 
 
+
+#: The loss figure's colours, one per rung, distinct to a colour-blind reader too (Okabe and Ito's palette, its
+#: yellow last: it reads faintly on white), and its markers.
+RUNG_COLORS = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#F0E442")
+RUNG_MARKERS = ("circle", "square", "diamond", "cross", "x", "triangle-up", "triangle-down", "star", "hexagon")
+
 @dataclasses.dataclass
 class Runner:
     """A rung's model, optimizer and step, kept to run more steps (the profiler's)."""
@@ -444,9 +450,14 @@ class Ladder:
         fig = go.Figure()
         ran = [r for r in self.results if r.ran]
         for i, r in enumerate(ran):
+            # a colour and a marker of its own per rung: rungs that compute the same function draw one curve, and
+            # plotly's default colours gave two of them near-identical reds (07's export); the markers still tell
+            # the rungs apart where the curves lie on each other
             fig.add_trace(go.Scatter(x=list(range(1, len(r.losses) + 1)), y=list(r.losses), name=r.name,
-                                     mode="lines+markers", marker=dict(size=4),
-                                     line=dict(dash="solid" if r.kept else "dash", width=2 if r.kept else 1.5)))
+                                     mode="lines+markers",
+                                     marker=dict(size=7, symbol=RUNG_MARKERS[i % len(RUNG_MARKERS)]),
+                                     line=dict(color=RUNG_COLORS[i % len(RUNG_COLORS)],
+                                               dash="solid" if r.kept else "dash", width=2 if r.kept else 1.5)))
         s = self.setup
         fig.update_layout(title=title or ("Every rung's training loss, from the same start on the same batches"
                                           f"<br><sup>{s.tokens_per_step:,} tokens per optimizer step; dashed: "
