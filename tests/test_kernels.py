@@ -635,3 +635,21 @@ def test_attention_out_of_memory_cross_stands_at_least_at_what_the_failure_held_
     df.attrs["oom_need_gib"] = {("naive", 16384): 100.0}
     mem = [t for t in attention.sweep_figure(df).data if "out of memory" in (t.name or "")][1]
     assert mem.y[0] == pytest.approx(4 * 32.1) and "by L² growth" in mem.hovertemplate
+
+
+def test_attention_out_of_memory_note_says_what_pytorchs_message_said():
+    """03's cross stood under the line of what the sweep could allocate, and nothing said why the call failed: the
+    note under the table gives the message's sizes, and where free and cached together held the block, says so."""
+    from helpers.memory.oom_message import allocator_report
+
+    msg = ("CUDA out of memory. Tried to allocate 32.00 GiB. GPU 0 has a total capacity of 139.80 GiB of which 2.50 "
+           "GiB is free. Of the allocated memory 96.10 GiB is allocated by PyTorch, and 31.00 GiB is reserved by "
+           "PyTorch but unallocated.")
+    note = attention.out_of_memory_note("naive", 16384, allocator_report(msg), 131.8)
+    assert note.startswith("naive at L = 16,384 ran out of memory asking for 32.00 GiB in one block, holding 96.10 "
+                           "GiB, with 2.50 GiB free on the GPU and 31.00 GiB cached by PyTorch but unallocated")
+    assert "not in one piece" in note
+    short = allocator_report(msg.replace("31.00 GiB is reserved", "1.00 GiB is reserved"))
+    assert "not in one piece" not in attention.out_of_memory_note("naive", 16384, short, 131.8)
+    assert "stay under the 131.8 GiB" in attention.out_of_memory_note("naive", 16384, short, 131.8)
+    assert attention.out_of_memory_note("naive", 16384, allocator_report("CUDA out of memory (test)"), 131.8) == ""

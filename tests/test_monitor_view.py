@@ -56,6 +56,11 @@ def test_with_two_gpus_one_colour_means_one_quantity_and_the_dash_says_which_gpu
     dash = {t.name: t.line.dash for t in lines}
     assert dash["NVML utilisation GPU0"] == "solid" and dash["NVML utilisation GPU1"] == "dash"
     assert dash["host CPU"] == "solid"
+    # where both GPUs read the same, the second's dashed line must show: it runs thin through the first's pale band
+    by_name = {t.name: t for t in lines}
+    first, second = by_name["NVML utilisation GPU0"], by_name["NVML utilisation GPU1"]
+    assert first.line.width > 2 * second.line.width and first.opacity < 0.5 and second.opacity == 1.0
+    assert by_name["host CPU"].opacity == 1.0  # one line, nothing to see through it
 
 
 def test_the_phase_bars_sit_clear_of_the_first_panels_title():

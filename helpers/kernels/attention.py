@@ -110,6 +110,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
     dtype = dtype or (env.autocast_dtype(torch.bfloat16, dev) if dev.type == "cuda" else torch.float32)
     rows = []
     need: dict[tuple[str, int], float] = {}  # (variant, length) that ran out of memory: GiB held + asked, at least
+    said: dict[tuple[str, int], dict[str, float]] = {}  # and the sizes PyTorch's message gave
     lengths = sorted(seq_lens)
     headroom_gib = _headroom_gib(dev)
     box = timebox.window("attention_sweep", planned=len(lengths), unit="sequence lengths",
@@ -147,6 +148,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                         needed = need_at_failure_gib(str(e), inputs)
                         if needed is not None:
                             need[(name, L)] = needed
+                        said[(name, L)] = allocator_report(str(e))
                     torch.cuda.empty_cache()
         for name, fn in variants.items():
             out_of_memory = {f"{name} {c}": float("nan") for c in ("ms", "peak GiB", "kept for backward MiB")}
@@ -174,7 +176,34 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                            **{f"{n} peak GiB": "no GPU allocator on a CPU" if dev.type != "cuda" else oom
                               for n in ("naive", "SDPA")},
                            "SDPA speed-up": oom, "memory saved %": oom}
+    df.attrs["notes"] = [out_of_memory_note(name, L, report, headroom_gib)
+                         for (name, L), report in said.items() if out_of_memory_note(name, L, report, headroom_gib)]
     return df
+
+
+def out_of_memory_note(name: str, seq_len: int, report: dict[str, float], headroom_gib: float | None) -> str:
+    """What PyTorch's message said when ``name`` ran out of memory at ``seq_len``, in a sentence under the table
+    ("" where it gave too little). 03's cross for naive attention stood at 128 GiB, under the 131.8 GiB free when
+    the sweep began, and nothing said why it had failed all the same: the message's sizes do.
+
+        out_of_memory_note("naive", 16384, {"asked_gib": 32.0, "free_gib": 2.5, "live_gib": 96.1,
+                                            "cached_gib": 31.0}, 131.8)
+    """
+    if not {"asked_gib", "free_gib", "live_gib"} <= report.keys():
+        return ""
+    asked, free, live = report["asked_gib"], report["free_gib"], report["live_gib"]
+    cached = report.get("cached_gib")
+    text = (f"{name} at L = {seq_len:,} ran out of memory asking for {asked:,.2f} GiB in one block, holding "
+            f"{live:,.2f} GiB, with {free:,.2f} GiB free on the GPU"
+            + (f" and {cached:,.2f} GiB cached by PyTorch but unallocated" if cached is not None else "")
+            + " (PyTorch's message)")
+    if cached is not None and free < asked <= free + cached:
+        # PyTorch frees cached blocks and retries before it gives up: what stayed cached was in segments still in use
+        text += (": free and cached together held enough, but not in one piece, for a cached block cannot be "
+                 "released while its segment holds live tensors")
+    elif headroom_gib is not None and live + asked <= headroom_gib:
+        text += f": held and asked for together stay under the {headroom_gib:,.1f} GiB free when the sweep began"
+    return text
 
 
 def need_at_failure_gib(message: str, inputs_bytes: int) -> float | None:

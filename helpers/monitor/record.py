@@ -23,6 +23,11 @@ __all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s"
            "ROLLING_S", "step_end_s"]
 
 
+
+#: Fewer samples than this over a phase are too few for its means to be a steady state: 07's top rungs read "NVML
+#: 100%" from 2 samples over 0.3 s, and said nothing of it (06 says how many samples its figures rest on).
+FEW_SAMPLES = 5
+
 @dataclasses.dataclass(frozen=True)
 class MonitorSummary:
     """Means over a monitored run; None where the machine could not measure it."""
@@ -66,7 +71,9 @@ class MonitorSummary:
         if self.source == "nvml" and self.mean_host_cpu_pct is not None:
             head += f", host CPU {pct(self.mean_host_cpu_pct)}"
         thr = "" if self.img_per_s is None else f" | {self.img_per_s:,.0f} img/s"  # no steps counted: no cell
-        return f"{head} | {self.memory_text()}{thr} | {self.duration_s:.1f} s, {self.samples} samples"
+        few = (" (too few to read a steady state from: time more steps, or sample more often)"
+               if self.samples < FEW_SAMPLES else "")
+        return f"{head} | {self.memory_text()}{thr} | {self.duration_s:.1f} s, {self.samples} samples{few}"
 
     def memory_text(self) -> str:
         """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated 2.02 GiB at the

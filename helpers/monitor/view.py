@@ -103,7 +103,13 @@ def _line_styles(specs: list[tuple[int, str, str, Any, bool]]) -> list[dict]:
         if key != "cpu_pct" and dev not in devices:  # the host CPU is one line, drawn on the first GPU's row
             devices.append(dev)
         nth = devices.index(dev) if dev in devices else 0
-        out.append(dict(color=colour[key], dash=DASHES[nth % len(DASHES)]))
+        out.append(dict(color=colour[key], dash=DASHES[nth % len(DASHES)], nth=None if key == "cpu_pct" else nth))
+    for style in out:
+        nth = style.pop("nth")
+        if len(devices) > 1 and nth is not None:  # the host CPU's one line stays as it is
+            # the first GPU wide and pale, the others thin on top of it: where two GPUs read the same, 05's dashed
+            # GPU1 lay hidden under GPU0's solid line of the same colour; now a dashed line runs through a pale band
+            style.update(width=5 if nth == 0 else 1.5, opacity=0.35 if nth == 0 else 1.0)
     return out
 
 
@@ -145,8 +151,9 @@ def _empty_figure(record: MonitorRecord, title: str, shown: tuple[str, ...] | No
     for i, (panel, name, _key, _dev, secondary) in enumerate(specs):
         if every[panel] not in rows or (lines is not None and i not in lines):
             continue
+        line = {k: v for k, v in styles[i].items() if k != "opacity"}
         fig.add_trace(
-            go.Scatter(x=[], y=[], name=name, mode="lines", line=styles[i]),
+            go.Scatter(x=[], y=[], name=name, mode="lines", line=line, opacity=styles[i].get("opacity", 1.0)),
             row=rows[every[panel]], col=1, secondary_y=secondary if every[panel] == power else None,
         )
         fig._monitor_traces.append(i)
