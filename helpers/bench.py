@@ -202,19 +202,18 @@ class Ceilings:
             return None
         return mfu_pct * self.matmul_tflops / self.datasheet_tflops
 
-    def mfu_pcts(self, flops_per_s: float) -> tuple[float, float | None]:
-        """``(MFU %, MFU % of the data sheet's peak)`` of a run doing ``flops_per_s`` model FLOPs a second, each over
-        its peak as printed (``"805 TFLOP/s"``, not 804.65), so a reader's division agrees with the share to its last
-        digit (06 read MFU 33.2% where 22,117 img/s × 12.06 GFLOP ÷ 805 TFLOP/s is 33.1%). The data sheet's share is
-        None without its figure, or where the ceiling bounds nothing (a CPU).
+    def mfu_pcts(self, img_per_s: float, flops_per_img: float) -> tuple[float, float | None]:
+        """``(MFU %, MFU % of the data sheet's peak)`` of a run at ``img_per_s``: its share of
+        :meth:`img_per_s_ceiling`, from the peaks and the FLOPs as printed, so a reader's division agrees with the
+        share to its last digit (06 read MFU 33.2% where 22,117 img/s × 12.06 GFLOP ÷ 805 TFLOP/s is 33.1%). The
+        data sheet's share is None without its figure, or where the ceiling bounds nothing (a CPU).
 
-            mfu, sheet = session.ceilings.mfu_pcts(img_per_s * flops_per_image)
+            mfu, sheet = session.ceilings.mfu_pcts(img_per_s, session.flops_per_image)
         """
-        tflops = flops_per_s / 1e12
-        mfu = 100 * tflops / flops_rate_as_shown(self.matmul_tflops)
+        mfu = 100 * img_per_s / self.img_per_s_ceiling(flops_per_img)
         if not self.bounds or not self.datasheet_tflops or math.isnan(mfu):
             return mfu, None
-        return mfu, 100 * tflops / flops_rate_as_shown(self.datasheet_tflops)
+        return mfu, datasheet_share_pct(mfu, self.matmul_tflops, self.datasheet_tflops)
 
     def mfu_text(self, mfu: float, *, sheet_pct: float | None = None) -> str:
         """An MFU (a fraction of the measured ceiling) in words, with the data sheet's share beside it where the
@@ -243,8 +242,14 @@ class Ceilings:
         return self.mfu_text(tflops / flops_rate_as_shown(self.matmul_tflops), sheet_pct=sheet)
 
     def img_per_s_ceiling(self, flops_per_img: float) -> float:
-        """The compute-bound ceiling for a workload: what img/s would be at the matmul rate."""
-        return self.matmul_tflops * 1e12 / flops_per_img
+        """The compute-bound ceiling for a workload: what img/s would be at the matmul rate. From the rate as printed
+        (:attr:`matmul_rate`, three figures) and the FLOPs per image to four (12.06 GFLOP), as the notebooks print
+        them beside it: 01 and 06 read 66,712 img/s beside "805 TFLOP/s" and "12.06 GFLOP", where 805 ÷ 12.06 is
+        66,750, the figure 00 records from the same two inputs.
+
+            c.img_per_s_ceiling(12.0615e9)   # 805 TFLOP/s measured as 804.65: 66,750
+        """
+        return img_per_s_ceiling(self.matmul_tflops, flops_per_img)
 
     @property
     def matmul_rate(self) -> str:
@@ -304,6 +309,18 @@ def flops_rate(tflops: float) -> str:
     """
     value, unit = (tflops, "TFLOP/s") if abs(tflops) >= 1 else (tflops * 1e3, "GFLOP/s")
     return f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+def img_per_s_ceiling(matmul_tflops: float, flops_per_img: float) -> float:
+    """:meth:`Ceilings.img_per_s_ceiling` from the two figures: the rate as :func:`flops_rate` prints it over the
+    FLOPs per image to four significant figures (the harness derives its figures again from these, so one function
+    makes both)."""
+    return flops_rate_as_shown(matmul_tflops) * 1e12 / float(f"{flops_per_img:.4g}")
+
+
+def datasheet_share_pct(mfu_pct: float, matmul_tflops: float, datasheet_tflops: float) -> float:
+    """An MFU over the measured ceiling (%) as a share of the data sheet's peak instead, both peaks as printed."""
+    return mfu_pct * flops_rate_as_shown(matmul_tflops) / flops_rate_as_shown(datasheet_tflops)
 
 
 def flops_rate_as_shown(tflops: float) -> float:

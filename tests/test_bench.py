@@ -85,6 +85,9 @@ def test_mfu_and_ceilings():
         bench.mfu(img_per_s=1, flops_per_img=1, peak_tflops=0)
     c = bench.Ceilings("x", matmul_tflops=800, matmul_dtype="bfloat16", matmul_n=8192, copy_gb_per_s=3000, copy_bytes=1)
     assert c.img_per_s_ceiling(12.06e9) == pytest.approx(66_335, rel=1e-3)
+    # from its inputs as printed: 01 and 06 read 66,712 beside "805 TFLOP/s" and "12.06 GFLOP" (805 ÷ 12.06 is 66,750)
+    measured = dataclasses.replace(c, matmul_tflops=804.6494)
+    assert measured.img_per_s_ceiling(12.0615e9) == pytest.approx(805e12 / 12.06e9)
 
 
 def test_ceilings_run_on_a_cpu():
@@ -134,8 +137,9 @@ def test_mfu_pcts_divide_by_the_peaks_as_printed():
     # 06 read MFU 33.2% where a reader's 22,117 img/s × 12.06 GFLOP ÷ 805 TFLOP/s (the ceiling as printed) is 33.1%
     c = bench.Ceilings("x", matmul_tflops=804.65, matmul_dtype="bfloat16", matmul_n=8192, copy_gb_per_s=3000.0,
                        copy_bytes=1, datasheet_tflops=989.4, datasheet_gpu="NVIDIA H200")
-    mfu, sheet = c.mfu_pcts(22_117 * 12.06e9)
+    mfu, sheet = c.mfu_pcts(22_117, 12.0615e9)
     assert f"{mfu:.1f}" == "33.1" and mfu == pytest.approx(100 * 22_117 * 12.06e9 / 805e12)
+    assert mfu == pytest.approx(100 * 22_117 / c.img_per_s_ceiling(12.0615e9))  # MFU is img/s over the ceiling
     assert sheet == pytest.approx(100 * 22_117 * 12.06e9 / 989e12)
     cpu = dataclasses.replace(c, bounds=False)  # a CPU's ceiling bounds nothing: no data sheet share
-    assert cpu.mfu_pcts(1e9)[1] is None and cpu.mfu_pcts(1e9)[0] == pytest.approx(100 * 1e9 / 805e12)
+    assert cpu.mfu_pcts(1.0, 1e9)[1] is None and cpu.mfu_pcts(1.0, 1e9)[0] == pytest.approx(100 * 1e9 / 805e12)

@@ -277,11 +277,13 @@ class _Raw:
         ``Verdict.figures`` names) from the raw measurements alone."""
         img = self.img_per_s
         base = self.baseline.img_per_s if self.baseline is not None else img
-        ceiling = self.matmul_tflops * 1e12 / self.flops_per_image
-        sheet = (100 * img * self.flops_per_image / (self.datasheet_tflops * 1e12)
+        # as judge derives them (bench.Ceilings.mfu_pcts): over the ceiling and the data sheet's peak as printed
+        ceiling = bench.img_per_s_ceiling(self.matmul_tflops, self.flops_per_image)
+        mfu = 100 * img / ceiling
+        sheet = (bench.datasheet_share_pct(mfu, self.matmul_tflops, self.datasheet_tflops)
                  if self.bounds and self.datasheet_tflops and math.isfinite(img) else None)
         return {"img_per_s": img, "speedup": img / base if self.baseline is not None else 1.0,
-                "mfu_pct": 100 * img / ceiling, "speedup_bound": ceiling / base if self.bounds else None,
+                "mfu_pct": mfu, "speedup_bound": ceiling / base if self.bounds else None,
                 "baseline_img_per_s": base, "datasheet_mfu_pct": sheet}
 
 
@@ -506,7 +508,7 @@ def _judge(sub: Submission, session: Session, *, baseline: Verdict | None, monit
                                                "finite; a run whose weights diverge has no accuracy to rank")
     else:
         checks["accuracy_not_worse"] = accuracy_check(accuracy, rules, baseline)
-    mfu, sheet = session.ceilings.mfu_pcts(result.img_per_s * session.flops_per_image)  # over the peaks as printed
+    mfu, sheet = session.ceilings.mfu_pcts(result.img_per_s, session.flops_per_image)  # over the peaks as printed
     on_gpu = steady.source == "nvml"
     return Verdict(
         name=sub.name, config=cfg, checks=checks, img_per_s=result.img_per_s, mfu_pct=mfu, accuracy=accuracy,

@@ -550,7 +550,7 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
     steady = record.summary(phase=f"{name}: timed")
     on_gpu = steady.source == "nvml"
     img_per_s = hand_out.images / train_s if train_s > 0 else math.nan
-    mfu, sheet = session.ceilings.mfu_pcts(img_per_s * session.flops_per_image)  # over the peaks as printed
+    mfu, sheet = session.ceilings.mfu_pcts(img_per_s, session.flops_per_image)  # over the peaks as printed
     return TrainingVerdict(
         name=name, checks=checks, accuracy=accuracy, target=threshold, train_s=train_s, images=hand_out.images,
         img_per_s=img_per_s, mfu_pct=mfu, peak_mem_gib=peak,
