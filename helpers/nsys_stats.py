@@ -333,6 +333,12 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         notes.append(f"in the {', '.join(unmarked)}, the synchronizing calls include the one that closes the "
                      "recording, after its last step (not marked with an NVTX range there): a run that never waits "
                      "inside a step still shows one such call over its steps, and that call's wait")
+    if rows:
+        # 03's baseline read 72.2 ms a step here against 45.8 ms in 01's timing of the same loop, and nothing said why
+        # the two could differ
+        notes.append("each recording ran in a process of its own under nsys, every CUDA call traced, for a few "
+                     "steps after a short warm-up: its times compare the recordings with each other; the figures "
+                     "to quote for a loop are its notebook's timing cells, which trace nothing")
     if per_image and all(images for images, _ in per_image.values()):  # every recording says its batch
         for name, (images, us) in per_image.items():
             rows[name] = {"images per step": images, "wall time per image, µs": us, **rows[name]}

@@ -728,6 +728,7 @@ def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
     # there); the baseline's closing range has no lone device sync call: its range's time
     assert "40.5 ms in the top rung's, 0.2 ms in the baseline's" in note
     assert not any("include the one that closes" in n for n in t.notes)
+    assert any(n.startswith("each recording ran in a process of its own under nsys") for n in t.notes)
     # the API table itself says its largest row is that one call (03's top rung read cudaDeviceSynchronize at 93%)
     api_notes = top.tables()["CUDA API"].notes
     # its time is the call's row (40.5 ms, as the table reads), not the NVTX range around it (40.6 ms)
