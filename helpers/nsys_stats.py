@@ -278,7 +278,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     """Recordings side by side, per step (each recording's ``step`` NVTX ranges count its steps): the wall time of a
     step (the capture range, which closes once the GPU has finished, over the steps), the host's time inside each
     step's range (less than the wall time where the host runs ahead of the GPU), the GPU's kernel time and its share
-    of the wall time, kernel launches on the GPU, and the CUDA API calls the host made by kind (:data:`API_KINDS`)
+    of the wall time, the kernels the GPU ran, and the CUDA API calls the host made by kind (:data:`API_KINDS`)
     with the time spent in synchronizing ones, less the recording's closing sync (:data:`CLOSE_RANGE`), which is
     not a step's. A recording without step ranges has its rows empty, with the reason
     under the table."""
