@@ -248,11 +248,10 @@ def arithmetic_disagreements(text: str) -> list[str]:
     >>> arithmetic_disagreements("eager 0.704 ms, compiled 0.129 ms (5.4×)"), arithmetic_disagreements("1.64 → 5.56 GiB (+239%)")
     (['0.704 ms, compiled 0.129 ms (5.4×'], [])
     """
-    half_step = _half_step
     out = []
     for m in (m for pattern in _RATIOS for m in pattern.finditer(text)):
         a, b, r = as_shown(m["a"]), as_shown(m["b"]), as_shown(m["r"])
-        if a and b and all(abs(r - x) > half_step(m["r"]) for x in (a / b, b / a)):
+        if a and b and all(abs(r - x) > _half_step(m["r"]) for x in (a / b, b / a)):
             out.append(m.group(0))
     for m in (m for pattern in _QUOTIENTS for m in pattern.finditer(text)):
         a, b, r = as_shown(m["a"]), as_shown(m["b"]), as_shown(m["r"])
@@ -260,11 +259,11 @@ def arithmetic_disagreements(text: str) -> list[str]:
             continue
         # the units' prefixes (TFLOP/s ÷ GFLOP is thousands of img/s) put the result a power of ten from a ÷ b
         q = a / b * 10 ** round(math.log10(r * b / a))
-        if abs(r - q) > half_step(m["r"], whole_rounded=True):
+        if abs(r - q) > _half_step(m["r"], whole_rounded=True):
             out.append(m.group(0))
     for m in _CHANGE.finditer(text):
         a, b, p = as_shown(m["a"]), as_shown(m["b"]), float(m["p"].replace("−", "-").replace(",", ""))
-        if a and abs(100 * (b / a - 1) - p) > half_step(m["p"]):
+        if a and abs(100 * (b / a - 1) - p) > _half_step(m["p"]):
             out.append(m.group(0))
     return list(dict.fromkeys(out))
 

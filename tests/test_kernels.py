@@ -289,6 +289,8 @@ def test_graph_speedup_says_what_the_replay_leaves_idle_and_why():
     assert ("so the bound is 5.14× (329 ÷ 64 µs) for the medians; the round at 5.7× passed it because its eager "
             "calls ran slower, 421 µs each, and its own bound was 6.58×") in str(past)
     assert "passed it" not in str(shown) and "passed it" not in str(dataclasses.replace(past, high_eager_us=None))
+    # the reason is said only where it holds: a round whose eager calls were not slower than the median's
+    assert "passed it" not in str(dataclasses.replace(past, high_eager_us=300.0))
     # without the replay's own profile, the busy share falls back to the eager call's kernels, and no gap is claimed
     old = GraphSpeedup(584, 81, 7.2, 6.8, 7.5, 25, 20, True, kernel_us=69)
     assert old.gap_us is None and old.gpu_busy_pct == pytest.approx(100 * 69 / 81) and "between" not in str(old)

@@ -69,7 +69,7 @@ def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value
         inp = batch * conv.in_channels * side * side
         out = batch * conv.out_channels * side * side
         weights = conv.weight.numel()
-        fwd = 2.0 * out * conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1]
+        fwd = _conv_pass_flops(conv, batch=batch, side=side, in_channels=conv.in_channels)
         passes = 3 if i > 0 else 2  # forward, weight gradient, input gradient (the images need none)
         conv_flops += passes * fwd
         conv_bytes += (inp + weights + out) * b * passes  # each pass reads two of the three and writes the third
@@ -91,6 +91,12 @@ def step_costs(model: nn.Module, *, image_size: int, batch: int, bytes_per_value
     return {"convolutions": (conv_flops, conv_bytes), "fully connected (GEMM)": (gemm_flops, gemm_bytes),
             "fused pool forward": (pool_fwd_flops, pool_fwd_bytes),
             "fused pool backward": (pool_bwd_flops, pool_bwd_bytes)}
+
+
+def _conv_pass_flops(conv: nn.Conv2d, *, batch: int, side: int, in_channels: int) -> float:
+    """FLOPs of one pass (forward, weight or input gradient) of a same-size convolution over ``in_channels`` of its
+    input: 2 per multiply-add."""
+    return 2.0 * batch * conv.out_channels * side * side * in_channels * conv.kernel_size[0] * conv.kernel_size[1]
 
 
 #: The kind of op each group is (:data:`helpers.roofline.KIND_COLORS`): one colour per kind on every roofline.
@@ -188,9 +194,8 @@ def padding_notes(model: nn.Module, costs: dict[str, tuple[float, float]], *, im
     if not padded or "convolutions" not in costs:
         return ()
     conv = padded[0].conv
-    side = image_size  # the first convolution runs at full resolution
-    # forward and weight gradient (the images need no input gradient), 2 FLOPs per multiply-add, per zero channel
-    zeros = 2 * 2.0 * batch * conv.out_channels * side * side * padded[0].extra * conv.kernel_size[0] * conv.kernel_size[1]
+    # its forward and weight gradient (the images need no input gradient) over the zero channels, at full resolution
+    zeros = 2 * _conv_pass_flops(conv, batch=batch, side=image_size, in_channels=padded[0].extra)
     share = 100 * zeros / costs["convolutions"][0]
     real = conv.in_channels - padded[0].extra
     return (f"convolutions: the FLOPs the hardware does, the first convolution's {padded[0].extra} zero input channels "

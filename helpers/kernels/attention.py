@@ -176,8 +176,7 @@ def sweep(seq_lens: list[int], *, batch: int, heads: int, head_dim: int = 64, dt
                            **{f"{n} peak GiB": "no GPU allocator on a CPU" if dev.type != "cuda" else oom
                               for n in ("naive", "SDPA")},
                            "SDPA speed-up": oom, "memory saved %": oom}
-    df.attrs["notes"] = [out_of_memory_note(name, L, report, headroom_gib)
-                         for (name, L), report in said.items() if out_of_memory_note(name, L, report, headroom_gib)]
+    df.attrs["notes"] = [n for (name, L), report in said.items() if (n := out_of_memory_note(name, L, report, headroom_gib))]
     return df
 
 

@@ -23,10 +23,10 @@ __all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s"
            "ROLLING_S", "step_end_s"]
 
 
-
 #: Fewer samples than this over a phase are too few for its means to be a steady state: 07's top rungs read "NVML
 #: 100%" from 2 samples over 0.3 s, and said nothing of it (06 says how many samples its figures rest on).
 FEW_SAMPLES = 5
+
 
 @dataclasses.dataclass(frozen=True)
 class MonitorSummary:

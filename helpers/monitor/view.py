@@ -103,10 +103,10 @@ def _line_styles(specs: list[tuple[int, str, str, Any, bool]]) -> list[dict]:
         if key != "cpu_pct" and dev not in devices:  # the host CPU is one line, drawn on the first GPU's row
             devices.append(dev)
         nth = devices.index(dev) if dev in devices else 0
-        out.append(dict(color=colour[key], dash=DASHES[nth % len(DASHES)], nth=None if key == "cpu_pct" else nth))
+        out.append(dict(color=colour[key], dash=DASHES[nth % len(DASHES)], gpu=None if key == "cpu_pct" else nth))
     for style in out:
-        nth = style.pop("nth")
-        if len(devices) > 1 and nth is not None:  # the host CPU's one line stays as it is
+        nth = style.pop("gpu")  # the host CPU's one line (None) stays as it is
+        if len(devices) > 1 and nth is not None:
             # the first GPU wide and pale, the others thin on top of it: where two GPUs read the same, 05's dashed
             # GPU1 lay hidden under GPU0's solid line of the same colour; now a dashed line runs through a pale band
             style.update(width=5 if nth == 0 else 1.5, opacity=0.35 if nth == 0 else 1.0)
