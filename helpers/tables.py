@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Sequence, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "whole_percents", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -137,30 +137,24 @@ def rounded(v: float, digits: int = 3) -> str:
     return sig(float(f"{v:.{digits}g}"), digits)
 
 
-def whole_percents(shares: Sequence[float]) -> list[int]:
-    """Shares of one whole (0–1, summing to 1) as whole percents that add to 100: each but the last rounded alone,
-    as a reader rounds the figure it is shown beside, and the last, the rest (what no row shows), whatever makes
-    100. 06 read "58%, 22%, 5%, 3%, 3%; the rows below them: 10%", 101% in all; then, with the points shared out
-    by the largest remainders, "copy 2%" beside a table row of 2.6%.
+def percents_as_shown(shares: Sequence[float], groups: Sequence[Any]) -> tuple[dict[Any, float], float]:
+    """Rows' shares of one whole (0–1) added up by group as a table prints them (:func:`percent`), and the rest
+    (what no row shows): 100 less every row as printed. A reader who adds the table's column gets the same
+    figures. 06 had printed its kinds as whole percents, "the rows below them: 9%", beside rows of one decimal
+    that leave 10.1%; rounded alone, its kinds had added to 101%.
 
-    >>> whole_percents([0.584, 0.224, 0.054, 0.034, 0.026, 0.078])  # each rounded alone: 58+22+5+3+3+8, 99%
-    [58, 22, 5, 3, 3, 9]
+    >>> by_kind, rest = percents_as_shown([0.5846, 0.2244, 0.0261, 0.0043], ["conv", "pool", "conv", "copy"])
+    >>> {k: percent(v) for k, v in by_kind.items()}, percent(rest)
+    ({'conv': '61.1', 'pool': '22.4', 'copy': '0.43'}, '16.1')
 
-    Where the rest cannot take up the difference (it would fall below zero), the points go to the largest
-    remainders instead, so no figure reads below zero.
+    Groups come in order of their sums, largest first; the rest never reads below zero.
     """
-    raw = [100 * s for s in shares]
-    if not raw:
-        return []
-    alone = [math.floor(r + 0.5) for r in raw[:-1]]
-    rest = round(sum(raw)) - sum(alone)
-    if rest >= 0:
-        return [*alone, rest]
-    out = [math.floor(r) for r in raw]
-    left = round(sum(raw)) - sum(out)
-    for i in sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)[:max(left, 0)]:
-        out[i] += 1
-    return out
+    sums: dict[Any, float] = {}
+    for share, group in zip(shares, groups, strict=True):
+        shown = float(percent(100 * share).replace(",", ""))
+        sums[group] = sums.get(group, 0.0) + shown
+    by_group = dict(sorted(sums.items(), key=lambda kv: kv[1], reverse=True))
+    return by_group, max(100.0 - sum(by_group.values()), 0.0)
 
 
 def times(v: float, digits: int = 3) -> str:

@@ -395,7 +395,9 @@ def test_time_train_step_and_table():
     assert list(df.variant) == ["mlp", "mlp again"] and df["× vs mlp"].iloc[0] == 1.0 and "rows/s" in df.columns
     # the ratio the table holds is the one it shows (03 recorded 1.90× beside a table reading 1.91)
     assert df["× vs mlp"].iloc[1] == tables.as_shown(str(readable(df).shown["× vs mlp"].iloc[1]))
-    assert t.compile_cache is None and t.first_call == f"a first call of {t.compile_s:.1f} s"  # eager: no cache
+    assert t.compile_cache is None and t.first_call == f"a first call of {tables.sig(t.compile_s)} s"  # eager: no cache
+    # the seconds as the table's "first call s" shows them (03 read "0.4 s" beside a table's 0.350)
+    assert str(readable(df).shown["first call s"].iloc[0]) in t2.first_call
 
 
 def test_a_compiled_first_call_says_whether_the_compile_cache_served_it(monkeypatch):
@@ -655,3 +657,22 @@ def test_attention_out_of_memory_note_says_what_pytorchs_message_said():
     assert "not in one piece" not in attention.out_of_memory_note("naive", 16384, short, 131.8)
     assert "stay under the 131.8 GiB" in attention.out_of_memory_note("naive", 16384, short, 131.8)
     assert attention.out_of_memory_note("naive", 16384, allocator_report("CUDA out of memory (test)"), 131.8) == ""
+
+
+def test_a_rate_that_divides_a_digit_apart_from_its_speed_up_is_explained_under_the_table():
+    """03's small MLP read max-autotune "× vs eager 4.7" (its steps shown as 0.66 and 0.14 ms) beside 469,428 and
+    97,535 rows/s, which divide to 4.8; the table now says why the two read apart."""
+    from helpers.bench import Measurement
+
+    eager = compile_modes.StepTiming("eager", 0.0016, Measurement.of([0.62, 0.6562, 0.69]), 64, rate_unit="rows/s")
+    tuned = compile_modes.StepTiming("max-autotune", 0.74, Measurement.of([0.127, 0.1363, 0.146]), 64,
+                                     rate_unit="rows/s")
+    df = compile_modes.timings_table([eager, tuned])
+    shown = readable(df).shown
+    assert shown["step ms"].tolist() == ["0.66", "0.14"] and shown["× vs eager"].iloc[1] == "4.7"
+    assert df.attrs["notes"] == [
+        "× vs eager divides the step times as shown, to the figures their spread supports; the rows/s, shown whole, "
+        "divide a digit apart (max-autotune 4.7 where its rows/s give 4.8): the two agree within the steps' spread."]
+    # rates that divide as the "×" reads: nothing to say
+    steady = compile_modes.StepTiming("default", 0.2, Measurement.of([0.32, 0.33, 0.34]), 64, rate_unit="rows/s")
+    assert "notes" not in compile_modes.timings_table([eager, steady]).attrs

@@ -267,16 +267,17 @@ def test_a_figure_beside_the_figures_it_is_computed_from_reads_as_their_arithmet
     assert tables.rounded(45.31) == "45.3" and tables.rounded(0.0123456) == "0.0123"
     assert tables.times_as_shown("1,290", "114") == "11.3×"
     assert tables.times_as_shown("0.704 ms", "0.129 ms", digits=2) == "5.5×"
-    shares = [0.5845, 0.2245, 0.0545, 0.0345, 0.0045, 0.0975]  # each rounded alone: 58+22+5+3+0+10, 98%
-    pct = tables.whole_percents(shares)
-    # each kind within rounding of its share; the rest, what no row shows, is 100 less the kinds as printed
-    assert sum(pct) == 100 and all(abs(p - 100 * s) <= 0.5 for p, s in zip(pct[:-1], shares))
-    assert tables.whole_percents([0.25, 0.25, 0.5]) == [25, 25, 50]
-    # each kind reads as its own share rounds (copy 2.6% beside a row of 2.6 had read 2%); the rest takes the rest
-    assert tables.whole_percents([0.58, 0.22, 0.05, 0.03, 0.026, 0.094]) == [58, 22, 5, 3, 3, 9]
-    assert tables.whole_percents([0.496, 0.496, 0.008]) == [50, 50, 0]  # a rest of 0.8% reads 0: never below
-    # kinds that round up past 100 would leave the rest −1: the points go by the largest remainders instead
-    assert tables.whole_percents([0.335, 0.335, 0.325, 0.005]) == [34, 34, 32, 0]
+    # 06's kinds and the rest, summed from the rows as the table prints them (58.5, 22.5, 5.5, 3.5): the rest is
+    # 100 less those, 10.0, where the unrounded shares leave 10.16; whole percents had read 9% beside 10.1%
+    by_kind, rest = tables.percents_as_shown([0.5846, 0.2246, 0.0546, 0.0346], ["conv", "pool", "conv", "copy"])
+    assert list(by_kind) == ["conv", "pool", "copy"]  # largest first
+    assert [tables.percent(v) for v in by_kind.values()] == ["64.0", "22.5", "3.5"]
+    assert tables.percent(rest) == "10.0"
+    # rows below 1% print two figures (0.46), and the sums use them as printed
+    by_kind, rest = tables.percents_as_shown([0.5, 0.0046, 0.0024], ["a", "b", "b"])
+    assert by_kind["b"] == pytest.approx(0.70) and rest == pytest.approx(49.3)
+    assert tables.percents_as_shown([0.6, 0.45], ["a", "b"])[1] == 0.0  # never below zero
+
 
 
 @pytest.mark.parametrize("text, flagged", [
