@@ -38,6 +38,27 @@ def test_efficiency_and_the_scaling_table():
         scaling.scaling_table({2: runs[2]})
 
 
+def test_the_tables_figures_are_the_arithmetic_of_the_rank_lines_as_printed():
+    """05's table read 8,557 img/s under a rank's "29.92 ms per step, 8,556 img/s", and a median of 5.68 beside a
+    range of "5.7–5.7": the times are kept to the hundredth the rank lines print, and shown so."""
+    from helpers.ddp.worker import step_line
+    from helpers.tables import readable
+
+    def result(world, rank, ms, lo, hi):
+        return {"mode": "train", "label": "batch 256", "world_size": world, "rank": rank, "batch": 256,
+                "images_per_step": 256, "step_ms_median": ms, "step_ms_min": lo, "step_ms_max": hi, "ddp": world > 1}
+
+    one = scaling.summarize([result(1, 0, 29.9171, 29.8012, 30.0049)])
+    two = scaling.summarize([result(2, 0, 30.7391, 30.70, 30.80), result(2, 1, 30.7412, 30.69, 30.81)])
+    assert one["batch 256"].step_ms == 29.92 and two["batch 256"].step_ms_min == 30.69
+    table = scaling.scaling_table({1: one, 2: two})
+    shown = readable(table).shown
+    line = step_line("batch 256", 0.0299171, 256)  # "batch 256: 29.92 ms per step, 8,556 img/s on this rank"
+    assert shown["img/s"].iloc[0] in line and shown["step ms"].iloc[0] in line
+    assert list(shown["step ms (min–max)"]) == ["29.80–30.00", "30.69–30.81"]
+    assert shown["img/s"].iloc[1] == f"{512 / 0.03074:,.0f}"  # 2 × 8,328: both ranks, from the slowest's 30.74 ms
+
+
 def test_communication_share_per_image_accounts_for_accumulation():
     stats = {"local": _stats("local", 2, 256, 30.0), "synced": _stats("synced", 2, 256, 32.0),
              "accumulated": RunStats("accumulated", 2, 64, 256, 34.0, 33.0, 35.0, True)}

@@ -82,9 +82,12 @@ def summarize(results: Iterable[dict[str, Any]]) -> dict[str, RunStats]:
     out = {}
     for label, ranks in by_label.items():
         slow = max(ranks, key=lambda r: r["step_ms_median"])
+        # the times to the hundredth of a millisecond, as each rank's line prints them (:func:`.worker.step_line`), so
+        # every figure made from them (img/s, speed-up, efficiency, a share of the step) is the reader's arithmetic
+        # on the figures printed: 05's table read 8,557 img/s under a rank's "29.92 ms per step, 8,556 img/s"
         out[label] = RunStats(label, slow["world_size"], slow["batch"], slow["images_per_step"],
-                              slow["step_ms_median"], min(r["step_ms_min"] for r in ranks),
-                              max(r["step_ms_max"] for r in ranks), slow["ddp"], slow.get("precision", ""))
+                              round(slow["step_ms_median"], 2), round(min(r["step_ms_min"] for r in ranks), 2),
+                              round(max(r["step_ms_max"] for r in ranks), 2), slow["ddp"], slow.get("precision", ""))
     return out
 
 
@@ -176,11 +179,20 @@ def scaling_table(runs: dict[int, dict[str, RunStats]]):
     for label, one in runs[1].items():
         for n, stats in sorted(runs.items()):
             s = stats[label]
-            rows.append({"batch per GPU": s.batch_per_rank, "GPUs": n, "step ms": s.step_ms,
-                         "step ms (min–max)": f"{s.step_ms_min:.1f}–{s.step_ms_max:.1f}",
+            # the step and its range to the hundredth, as the ranks' lines print them: at three figures the median
+            # read 5.68 beside a range of "5.7–5.7"
+            rows.append({"batch per GPU": s.batch_per_rank, "GPUs": n, "step ms": _ms(s.step_ms),
+                         "step ms (min–max)": f"{_ms(s.step_ms_min)}–{_ms(s.step_ms_max)}",
                          "img/s": s.global_img_per_s, "speed-up ×": s.global_img_per_s / one.global_img_per_s,
                          "efficiency %": efficiency_pct(one, s)})
-    return pd.DataFrame(rows).set_index(["batch per GPU", "GPUs"])
+    df = pd.DataFrame(rows).set_index(["batch per GPU", "GPUs"])
+    df.attrs["formats"] = {"step ms": "text", "step ms (min–max)": "text"}
+    return df
+
+
+def _ms(v: float) -> str:
+    """A step's milliseconds as the ranks print them: ``_ms(5.6812) == '5.68'``, ``_ms(1234.5) == '1,234.50'``."""
+    return f"{v:,.2f}"
 
 
 def scaling_figure(table, *, title: str = "Data-parallel scaling"):
@@ -233,7 +245,7 @@ def variants_table(stats: dict[str, RunStats], *, local: str | Sequence[str] | N
     for label, s in stats.items():
         # per rank and all ranks, said in the names: 05's table read 256 images, 31.0 ms, 0.121 ms per image beside
         # 16,497 img/s, which is the two ranks' together (8,258 each)
-        row = {"variant": label, PER_RANK_IMAGES: s.images_per_step, "step ms": s.step_ms,
+        row = {"variant": label, PER_RANK_IMAGES: s.images_per_step, "step ms": _ms(s.step_ms),
                PER_RANK_MS: s.step_ms / s.images_per_step, ALL_RANKS_RATE: s.global_img_per_s}
         if local is not None:
             base = bases.get(_shape(s))
@@ -245,6 +257,7 @@ def variants_table(stats: dict[str, RunStats], *, local: str | Sequence[str] | N
     df = pd.DataFrame(rows).set_index("variant")
     why = "no no_sync run of this row's micro-batch shape to measure it against"
     df.attrs["missing"] = {NOT_HIDDEN: why, "share of the step %": why}
+    df.attrs["formats"] = {"step ms": "text"}
     return df
 
 
