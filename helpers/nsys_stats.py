@@ -278,17 +278,18 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     """Recordings side by side, per step (each recording's ``step`` NVTX ranges count its steps): the wall time of a
     step (the capture range, which closes once the GPU has finished, over the steps), the host's time inside each
     step's range (less than the wall time where the host runs ahead of the GPU), the GPU's kernel time and its share
-    of the wall time, the kernels the GPU ran, and the CUDA API calls the host made by kind (:data:`API_KINDS`)
-    with the time spent in synchronizing ones, less the recording's closing sync (:data:`CLOSE_RANGE`), which is
-    not a step's. A recording without step ranges has its rows empty, with the reason
-    under the table."""
+    of the wall time (from the two times as the table shows them, as is the wall time per image where every
+    recording says its images per step: :func:`_from_shown_times`), the kernels the GPU ran, and the CUDA API calls
+    the host made by kind (:data:`API_KINDS`) with the time spent in synchronizing ones, less the recording's closing
+    sync (:data:`CLOSE_RANGE`), which is not a step's. A recording without step ranges has its rows empty, with the
+    reason under the table."""
     import pandas as pd
 
     rows: dict[str, dict[str, float | None]] = {}
     notes = []
     closed: dict[str, float] = {}  # recording → its closing sync's wait, ms
     unmarked: list[str] = []  # recordings whose closing sync has no range: counted in the rows
-    per_image: dict[str, tuple[int | None, float | None]] = {}  # recording → (images per step, wall µs per image)
+    per_image: dict[str, int | None] = {}  # recording → images per step
     for name, st in recordings.items():
         step, capture = st.range_named(STEP_RANGE), st.range_named(CAPTURE_RANGE)
         if step is None or not step.instances:
@@ -299,12 +300,12 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
             notes.append(f"{name}: no '{CAPTURE_RANGE}' NVTX range was recorded, so no wall time per step")
         kernel_ms = sum(r.total_ms for r in st.kernels)
         images = st.images_per_step
-        per_image[name] = (images, 1e3 * wall / images if wall and images else None)
+        per_image[name] = images
         col: dict[str, float | None] = {
-            "wall time per step, ms": wall,
+            WALL: wall,
             "host time inside the step, ms": step.total_ms / n if n else None,
-            "kernel time on the GPU, ms": kernel_ms / n if n else None,
-            "GPU busy, % of the wall time": 100 * kernel_ms / n / wall if n and wall else None,
+            KERNEL: kernel_ms / n if n else None,
+            BUSY: None,  # from the two times above as shown (_from_shown_times)
             "kernels run on the GPU": st.kernel_count / n if n else None,
         }
         # the recording's closing sync, where it was marked: one call and its wait, after the last step
@@ -339,18 +340,58 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         notes.append("each recording ran in a process of its own under nsys, every CUDA call traced, for a few "
                      "steps after a short warm-up: its times compare the recordings with each other; the figures "
                      "to quote for a loop are its notebook's timing cells, which trace nothing")
-    if per_image and all(images for images, _ in per_image.values()):  # every recording says its batch
-        for name, (images, us) in per_image.items():
-            rows[name] = {"images per step": images, "wall time per image, µs": us, **rows[name]}
+    if per_image and all(per_image.values()):  # every recording says its batch
+        for name, images in per_image.items():
+            rows[name] = {IMAGES: images, PER_IMAGE: None, **rows[name]}  # from the wall time as shown, below
     df = pd.DataFrame(rows)
     df.index.name = "per step"
-    t = tables.readable(df, formats={c: "sig" for c in df.columns})
-    # a count per step that is whole reads as one ("86 kernel launches", not 86.0; 5.2 stays 5.20)
+    formats = {c: "sig" for c in df.columns}
+    # the busy share and the time per image from the times per step as the table shows them, not as measured: 03 read
+    # 1,404 µs per image beside 44.9 ms ÷ 32 (1,403), and GPU busy 96.9% beside 11.5 ÷ 11.9 ms (96.6%)
+    df = _from_shown_times(df, tables.readable(df, formats=formats).shown)
+    t = tables.readable(df, formats=formats)
+    # a count per step that is whole reads as one ("86 kernel launches", not 86.0; 5.2 stays 5.20); a time or a
+    # share keeps its figures (a time per image of 1,250 µs is not a count)
     shown = t.shown.copy()
     for row in df.index:
-        if not row.endswith(", ms") and not row.startswith("GPU busy"):
+        if not row.endswith((", ms", ", µs")) and row != BUSY:
             for col in df.columns:
                 v = df.loc[row, col]
                 if v is not None and v == v and abs(v - round(v)) < 1e-9:
                     shown.loc[row, col] = tables.whole(v)
     return dataclasses.replace(t, shown=shown, notes=(*t.notes, *notes))
+
+
+#: :func:`per_step`'s rows that are computed from others: the GPU's share from its kernel time and the wall time,
+#: the time per image from the wall time and the images.
+WALL, KERNEL, BUSY = "wall time per step, ms", "kernel time on the GPU, ms", "GPU busy, % of the wall time"
+IMAGES, PER_IMAGE = "images per step", "wall time per image, µs"
+
+
+def _from_shown_times(df: "pandas.DataFrame", shown: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
+    """``df`` (:func:`per_step`'s rows, one column per recording) with the GPU's busy share and the wall time per image
+    computed from the times per step as ``shown`` (its table's strings) prints them, so the reader's own division
+    agrees to the last digit: 03 read 1,404 µs and 46.3 µs per image beside 44.9 ms ÷ 32 (1,403) and 11.9 ms ÷ 256
+    (46.5), and GPU busy 96.9% beside 11.5 ÷ 11.9 ms (96.6%). ``df``'s data keeps those figures, unrounded, so a
+    sentence written from it (03's "the GPU in kernels for 97% of it") reads as the table does.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"top rung": {IMAGES: 256, PER_IMAGE: None, WALL: 11.86, KERNEL: 11.49, BUSY: None}})
+    >>> shown = pd.DataFrame({"top rung": {IMAGES: "256", PER_IMAGE: "—", WALL: "11.9", KERNEL: "11.5", BUSY: "—"}})
+    >>> out = _from_shown_times(df, shown)["top rung"]
+    >>> f"{out[PER_IMAGE]:.3g} µs, {out[BUSY]:.3g}%"
+    '46.5 µs, 96.6%'
+    """
+    out = df.copy()
+    at = {row: i for i, row in enumerate(df.index)}
+    for j in range(df.shape[1]):  # by position: the shown table's labels may differ from the data's
+        wall, kernel = (tables.shown_number(shown.iat[at[row], j]) for row in (WALL, KERNEL))
+        if not wall:
+            continue  # no wall time (no capture range): nothing to divide by, the rows stay empty
+        if kernel is not None:
+            out.iat[at[BUSY], j] = 100 * kernel / wall
+        if PER_IMAGE in at and df.iat[at[IMAGES], j]:
+            out.iat[at[PER_IMAGE], j] = 1e3 * wall / float(df.iat[at[IMAGES], j])
+    return out
+
+

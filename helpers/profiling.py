@@ -32,6 +32,8 @@ from typing import Callable, Iterator
 import torch
 from torch.autograd import DeviceType
 
+from . import tables
+
 __all__ = [
     "ProfileResult",
     "KernelStats",
@@ -252,6 +254,30 @@ class KernelStats:
         return text
 
 
+def _shares_as_shown(split: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
+    """``split`` (a :meth:`ProfileResult.launch_split`) whose "share %" is each row's GPU µs per step over the column's
+    sum, both as the table shows them: 03 read 0.79 for a row of 248 µs, where 248 ÷ 31,170 (its column's 29,871 + 854
+    + 248 + 168 + 28.5) is 0.80. The shares stay unrounded (they add up to 100), so the graphs' share 03 records
+    from them reads as the table does to the digits it shows.
+
+    >>> import pandas as pd
+    >>> split = pd.DataFrame({"GPU µs per step": [29871.4, 854.3, 247.6, 168.2, 28.46]})
+    >>> out = _shares_as_shown(split.assign(**{"share %": 100 * split["GPU µs per step"] / 31169.96}))
+    >>> [tables.percent(p) for p in out["share %"]], round(float(out["share %"].sum()), 9)
+    (['95.8', '2.7', '0.80', '0.54', '0.091'], 100.0)
+    """
+    shown = tables.readable(split).shown
+    us = [tables.shown_number(cell) for cell in shown.iloc[:, split.columns.get_loc("GPU µs per step")]]
+    total = sum(u for u in us if u is not None)
+    out = split.copy()
+    out.attrs = dict(split.attrs)
+    if total > 0:
+        out["share %"] = [100 * u / total if u is not None else float("nan") for u in us]
+    return out
+
+
+
+
 @dataclasses.dataclass
 class ProfileResult:
     """A finished profile of ``active_steps`` steps (see :func:`profile_steps`)."""
@@ -312,7 +338,8 @@ class ProfileResult:
         """How the profiled steps' GPU work was launched: replayed inside CUDA graphs, or launched one by one,
         and for the latter what launched it (the outermost op or annotation around the launch: the optimizer's
         ``Optimizer.step#…``, the loss, ``zero_grad``'s fills). One row per (how, launched by): kernels per step,
-        GPU µs per step, share of the GPU time. Empty without kernels (a CPU run)."""
+        GPU µs per step, share of the GPU time (the rows' GPU µs over their sum, as the table shows them:
+        :func:`_shares_as_shown`). Empty without kernels (a CPU run)."""
         import pandas as pd
 
         ev = self.trace_events()
@@ -350,7 +377,7 @@ class ProfileResult:
                            for (how, by), (calls, us) in sorted(rows.items(), key=lambda kv: -kv[1][1])],
                           columns=["how", "launched by", "kernels per step", "GPU µs per step", "share %"])
         df.attrs["formats"] = {"how": "text", "launched by": "text"}
-        return df
+        return _shares_as_shown(df)
 
     def top_kernels(self, n: int = 10) -> "pandas.DataFrame":  # noqa: F821
         """The ``n`` GPU kernels with the most total time over the profiled steps, each with its kind

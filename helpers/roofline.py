@@ -25,8 +25,8 @@ from torch import nn
 from . import bench, env, figure_check, tables
 from .bench import Ceilings
 
-__all__ = ["KIND_COLORS", "kind_colors", "RooflinePoint", "attainable_tflops", "ridge_intensity", "reference_ops", "points_table",
-           "roofline_figure", "conv_layouts", "shares_of_roof"]
+__all__ = ["KIND_COLORS", "kind_colors", "RooflinePoint", "attainable_tflops", "ceilings_as_shown", "ridge_intensity",
+           "reference_ops", "roof_pct_as_shown", "points_table", "roofline_figure", "conv_layouts", "shares_of_roof"]
 
 
 #: One colour per kind of op, on every roofline (03's ops, 06's step): a kind keeps its colour from one to the next.
@@ -72,9 +72,34 @@ class RooflinePoint:
         return "memory" if self.intensity < ridge_intensity(ceil) else "compute"
 
 
+def ceilings_as_shown(ceil: Ceilings) -> tuple[float, float]:
+    """The two ceilings as the notebooks and the roofline's title print them: (TFLOP/s, GB/s), the matmul rate as
+    :attr:`~helpers.bench.Ceilings.matmul_rate` reads (three figures) and the copy bandwidth whole, so a figure
+    computed from them is the reader's own arithmetic on what they read.
+
+    >>> ceilings_as_shown(Ceilings("a GPU", 786.53, "bfloat16", 8192, 4263.8, 1))
+    (787.0, 4264.0)
+
+    A bandwidth that would print as 0 GB/s (none measured does) is kept as measured: nothing divides by 0.
+    """
+    gb_per_s = tables.as_shown(f"{ceil.copy_gb_per_s:,.0f}") or ceil.copy_gb_per_s
+    return bench.flops_rate_as_shown(ceil.matmul_tflops), gb_per_s
+
+
 def ridge_intensity(ceil: Ceilings) -> float:
-    """FLOPs per byte where the memory roof meets the compute roof."""
-    return ceil.matmul_tflops * 1e12 / (ceil.copy_gb_per_s * 1e9)
+    """FLOPs per byte where the memory roof meets the compute roof: peak ÷ bandwidth, both as printed
+    (:func:`ceilings_as_shown`), so the ridge a notebook prints is the reader's division of the ceilings beside it.
+    03 printed "this GPU's ridge point: 184 FLOP/byte" (and its charts "ridge 184") beside 787 TFLOP/s and
+    4,264 GB/s, where 787 ÷ 4.264 is 184.6: the unrounded 786.5 and 4,263.8 had given 184.5.
+
+    >>> round(ridge_intensity(Ceilings("a GPU", 786.53, "bfloat16", 8192, 4263.8, 1)), 1)
+    184.6
+
+    The roofs themselves (:func:`attainable_tflops`) stay as measured: the two differ by less than the last printed
+    digit of either ceiling, and an op that close to the ridge is bound by both alike.
+    """
+    tflops, gb_per_s = ceilings_as_shown(ceil)
+    return tflops * 1e12 / (gb_per_s * 1e9)
 
 
 def attainable_tflops(intensity: float, ceil: Ceilings) -> float:
@@ -156,8 +181,29 @@ def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = N
     return points
 
 
+def roof_pct_as_shown(achieved_tflops: float, roof_tflops: float) -> float:
+    """An op's share of its roof in %, as a table prints it (:func:`helpers.tables.percent`), from the achieved and
+    the roof TFLOP/s as the table prints them beside it (three significant figures): the reader's own division of
+    the two cells gives the share to its last digit. 03's roofline read "conv3 … 787 … 408 … 51.9" where 408 ÷ 787
+    is 51.8%, and "matmul 98.4%" beside 774 and 787 (98.3%); 06's "FC … 726 … 384 … 52.8" (384 ÷ 726 is 52.9%);
+    07's "GEMM 91.5%" beside 719 and 787 (91.4%): each share had been computed from the unrounded rates.
+
+    >>> roof_pct_as_shown(408.4, 786.53), roof_pct_as_shown(0.005694, 1.0661), roof_pct_as_shown(1.0735, 1.0661)
+    (51.8, 0.53, 100.0)
+    """
+    achieved, roof = (tables.as_shown(tables.sig(v)) for v in (achieved_tflops, roof_tflops))
+    if roof == 0:  # a roof that reads 0 gives the reader nothing to divide by: the share as measured
+        return 100 * achieved_tflops / roof_tflops
+    return tables.as_shown(tables.percent(100 * achieved / roof))
+
+
 def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
-    """One row per op: intensity, which roof bounds it, attainable vs achieved TFLOP/s, share of the roof."""
+    """One row per op: intensity, which roof bounds it, attainable vs achieved TFLOP/s, share of the roof.
+
+    The share is the achieved TFLOP/s over the roof's, each as the table shows it (:func:`roof_pct_as_shown`), and
+    it is kept as shown: a figure recorded from the column, and :func:`shares_of_roof`'s sentence, read as the
+    table does (03 read conv1 9.6% beside 10.5 ÷ 110, which is 9.5%).
+    """
     import pandas as pd
 
     rows = []
@@ -166,7 +212,7 @@ def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFra
         rows.append({"op": p.name, "kind": p.kind, "GFLOP": p.flops / 1e9, "MB moved": p.bytes / 1e6,
                      "FLOP/byte": p.intensity, "bound": p.bound(ceil), "ms": p.ms,
                      "roof TFLOP/s": roof, "achieved TFLOP/s": p.achieved_tflops,
-                     "share of roof": None if p.ms is None else p.achieved_tflops / roof})
+                     "share of roof": None if p.ms is None else roof_pct_as_shown(p.achieved_tflops, roof) / 100})
     df = pd.DataFrame(rows)
     reason = _above_roof_reason([p for p, r in zip(points, rows) if (r["share of roof"] or 0) > 1], ceil)
     if reason:
@@ -210,7 +256,8 @@ def _above_roof_reason(over: list[RooflinePoint], ceil: Ceilings) -> str | None:
 
 def shares_of_roof(table: "pandas.DataFrame", bound: str) -> str:  # noqa: F821
     """One line: each op of ``table`` (:func:`points_table`) that ``bound`` ("memory", "compute") bounds, and its
-    share of its roof, rounded as the table shows it (``tables.percent``: fc2 0.21%, not 0%)::
+    share of its roof, rounded as the table shows it (``tables.percent``: fc2 0.21%, not 0%), the table's own share
+    from its rates as shown (pool·1 35.4%, as 0.252 ÷ 0.711 gives, not the unrounded rates' 35.5%)::
 
         print(shares_of_roof(ops_table, "memory"))   # memory-bound: relu·1 61.3%, pool·1 44.0% of their roofs
     """
@@ -324,7 +371,7 @@ def roofline_figure(points: list[RooflinePoint], ceil: Ceilings, *, title: str |
     """Log-log roofline: the roofs measured on this device, and each timed op where it landed."""
     import plotly.graph_objects as go
 
-    ridge = ridge_intensity(ceil)
+    ridge = ridge_intensity(ceil)  # from the ceilings as the title prints them: "ridge 185" beside 787 and 4,264
     lo = min([p.intensity for p in points] + [ridge]) / 6
     hi = max([p.intensity for p in points] + [ridge]) * 6
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
@@ -412,4 +459,18 @@ def conv_layouts(model: nn.Module, *, batch: int, dtype: torch.dtype | None = No
         rows.append({"conv": name, "channels": f"{conv.in_channels}→{conv.out_channels}", "NCHW ms": times["NCHW"],
                      "channels_last ms": times["channels_last"], "speed-up": times["NCHW"] / times["channels_last"]})
     model.to(memory_format=torch.contiguous_format)
-    return pd.DataFrame(rows)
+    return _speed_ups_as_shown(pd.DataFrame(rows))
+
+
+def _speed_ups_as_shown(df: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
+    """:func:`conv_layouts`' table with its speed-up column the NCHW time over the channels_last time as the table
+    shows them, kept as shown, so the median 03 records reads as the table does (03 read conv3 "1.76 … 1.16 … 1.51",
+    where 1.76 ÷ 1.16 is 1.52: the unrounded times had given 1.51).
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"conv": ["conv3"], "NCHW ms": [1.7558], "channels_last ms": [1.1635], "speed-up": [1.509]})
+    >>> float(_speed_ups_as_shown(df)["speed-up"].iloc[0])
+    1.52
+    """
+    df.attrs["ratio_of"] = {"speed-up": ("NCHW ms", "channels_last ms", "column/column")}
+    return tables.with_ratios_as_shown(df)

@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Sequence, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "shown_number", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -504,7 +504,7 @@ def with_ratios_as_shown(df):
             continue
         j = columns.index(ratio)
         for i, cell in enumerate(shown.iloc[:, j]):
-            v = _shown_number(str(cell))
+            v = shown_number(str(cell))
             if v is not None:
                 out.iloc[i, j] = v
     return out
@@ -523,22 +523,27 @@ def _ratios_as_shown(df, cells: list[list[str]], digits_of: list[list[int]]) -> 
             continue  # a part of the table (a column or the base row left out): its ratios stay as computed
         j_ratio, j_of = columns.index(ratio), columns.index(of)
         if by_column:
-            bases = [_shown_number(c) for c in cells[columns.index(base)]]
+            bases = [shown_number(c) for c in cells[columns.index(base)]]
         else:
             at = df.index.get_loc(base)
             if not isinstance(at, int):
                 raise ValueError(f"ratio_of[{ratio!r}]: its base row {base!r} must name exactly one row.")
-            bases = [_shown_number(cells[j_of][at])] * len(df)
+            bases = [shown_number(cells[j_of][at])] * len(df)
         for i, (cell, b) in enumerate(zip(cells[j_of], bases)):
-            v = _shown_number(cell)
+            v = shown_number(cell)
             if b is None or v is None or b == 0 or v == 0:
                 continue  # "—" or a cut-short run: the cell keeps what it said
             cells[j_ratio][i] = sig(b / v if how == "base/row" else v / b, digits_of[j_ratio][i])
 
 
-def _shown_number(cell: str) -> float | None:
+def shown_number(cell: Any) -> float | None:
+    """The number a table's cell shows (:func:`as_shown`), or None where it shows none ("—", "not measured").
+
+    >>> shown_number("1,165"), shown_number("—")
+    (1165.0, None)
+    """
     try:
-        out = as_shown(cell)
+        out = as_shown(str(cell))
     except ValueError:
         return None
     return out if math.isfinite(out) else None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
+
 from fakes import tiny_challenge, tiny_session
 
 from helpers.challenge.harness import Submission, judge
@@ -116,3 +118,67 @@ def test_a_rung_that_gains_speed_and_costs_memory_or_energy_says_both():
     # within the limits: nothing to say; a rung that did not train: left out
     assert costs_beside_gains([fused, rung("+ same", 22_000, 3.9, 30.0, 99.0)]) == []
     assert costs_beside_gains([fused, dataclasses.replace(padded, train=None)]) == []
+
+
+def _printed(pattern: str, text: str) -> list[float]:
+    """The numbers ``pattern``'s groups find in ``text``, as a reader takes them in."""
+    from helpers import tables
+
+    m = re.search(pattern, text)
+    assert m, (pattern, text)
+    return [tables.as_shown(g) for g in m.groups()]
+
+
+def test_a_rungs_speed_up_is_the_division_of_the_two_img_s_as_printed():
+    """06's channels_last rung read "7.76×", in its line and in the verdicts table, beside its 5,591 img/s and the
+    baseline's 721, where 5,591 ÷ 721 is 7.75 (the unrounded 5,591.49 ÷ 720.6 is 7.7595)."""
+    from helpers import tables
+    from helpers.challenge.harness import readable_table, speedup_as_shown
+
+    session, v = _judged()
+    base = dataclasses.replace(v, name="baseline", img_per_s=720.6, speedup=None, baseline_img_per_s=720.6)
+    rung = dataclasses.replace(v, name="+ channels_last", img_per_s=5591.49, speedup=5591.49 / 720.6,
+                               baseline_img_per_s=720.6)
+    assert tables.times(rung.speedup) == "7.76×"  # what had been printed
+    line = str(rung)
+    img, x = _printed(r"([\d,]+) img/s, ([\d.]+)× the baseline", line)
+    (base_img,) = _printed(r"([\d,]+) img/s, the baseline", str(base))
+    assert (img, base_img, x) == (5591, 721, 7.75) and tables.sig(img / base_img) == "7.75"
+    shown = readable_table([base, rung]).shown
+    assert list(shown["img/s"]) == ["721", "5,591"] and list(shown["speed-up ×"]) == ["1 (baseline)", "7.75"]
+    assert tables.sig(tables.as_shown(shown["img/s"].iloc[1]) / tables.as_shown(shown["img/s"].iloc[0])) == "7.75"
+    assert rung.speedup_shown == speedup_as_shown(5591.49, 720.6) == 5591 / 721
+
+
+def test_the_printed_speed_up_leaves_the_ranked_figure_and_its_sealed_checks_alone(tmp_path):
+    """The leaderboard ranks img/s over the baseline's unrounded (judge's record and the raw images and seconds derive
+    it again, and the leaderboard refuses a speed-up off img/s ÷ the baseline's by 1e-5): the line and the table print
+    the division of the figures they print, from one function, and the entry still seals and is added."""
+    from helpers import leaderboard, tables
+    from helpers.challenge.harness import readable_table
+
+    rules, cfg = tiny_challenge()
+    session = tiny_session(rules)
+    roomy = dataclasses.replace(session, ceilings=dataclasses.replace(session.ceilings, matmul_tflops=10.0))
+    base = judge(Submission("baseline", cfg), roomy)
+    run = judge(Submission("again", cfg), roomy, baseline=base)
+    assert run.speedup == run.img_per_s / base.img_per_s  # the ranked figure, unrounded
+    x = tables.as_shown(f"{run.img_per_s:,.0f}") / tables.as_shown(f"{base.img_per_s:,.0f}")
+    assert run.speedup_shown == x
+    assert f"{tables.times(x)} the baseline" in str(run)
+    assert readable_table([base, run]).shown["speed-up ×"].iloc[1] == tables.sig(x)
+    path = tmp_path / "board.sqlite"
+    leaderboard.add(run.entry(path=path), path=path)
+    row = leaderboard.entries(path=path).iloc[0]
+    assert row["speedup"] == pytest.approx(run.img_per_s / base.img_per_s, rel=1e-9)
+
+
+def test_costs_beside_gains_take_the_gain_from_the_img_s_as_printed():
+    """The gain in % beside the costs, as the speed-ups: from the two img/s each rung's line prints."""
+    from helpers.challenge.ladder import costs_beside_gains
+
+    session, v = _judged()
+    a = dataclasses.replace(v, name="a", img_per_s=1000.4, peak_mem_gb=1.0 * 2**30 / 1e9)
+    b = dataclasses.replace(v, name="b", img_per_s=1014.6, peak_mem_gb=2.0 * 2**30 / 1e9)
+    (line,) = costs_beside_gains([a, b])  # unrounded: +1.419%, "+1.4%"; 1,015 ÷ 1,000 is +1.5%
+    assert line.startswith("b: +1.5% img/s over a")

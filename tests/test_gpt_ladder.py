@@ -474,3 +474,24 @@ def test_a_rung_timed_with_a_wide_spread_is_timed_again_and_the_steadier_kept(mo
     timings = iter([[10.0, 10.1, 10.2]])
     steady, _ = lad.train(rung, lad.config_for(rung))
     assert steady.retimed_from_spread_pct is None and steady.step.median_ms == pytest.approx(10.1)
+
+
+def test_a_rungs_tok_s_is_printed_as_its_tokens_over_the_step_as_printed():
+    """07's lines read "448,504 tok/s  step 146.1 ms" from the 146.121 ms median, where 65,536 tokens ÷ 146.1 ms is
+    448,569: the line and the table now print tok/s from the step as printed; the measured tok/s, which judging a
+    rung compares, is kept."""
+    import re
+
+    step = bench.Measurement(median_ms=146.1213, q1_ms=146.0, q3_ms=146.3, min_ms=0, max_ms=0, repeats=20)
+    r = ladder.RungResult(key="compile", name="+ torch.compile", adds="", config=ladder.RungConfig(),
+                          losses=(3.0, 2.0), step=step, tokens_per_s=65_536 / 0.1461213)
+    m = re.search(r"([\d,]+) tok/s  step ([\d,.]+) ms", str(r))
+    assert (m[1], m[2]) == ("448,569", "146.1") and tables.whole(65_536 / (tables.as_shown(m[2]) / 1e3)) == m[1]
+    assert tables.whole(r.tokens_per_s) == "448,504"  # the measurement itself is unchanged
+    lad = ladder.Ladder(SETUP, device="cpu", ceilings=CPU_CEIL)
+    lad.results.append(r)
+    shown = tables.readable(lad.table()).shown.iloc[0]
+    assert (shown["tok/s"], shown["step ms"]) == ("448,569", "146.1")
+    # a CPU's smoke step of a few ms keeps four figures: what is printed moves by far less than a spread
+    quick = dataclasses.replace(r, step=dataclasses.replace(step, median_ms=2.53137), tokens_per_s=64 / 2.53137e-3)
+    assert quick.step_ms_shown == "2.531" and abs(quick.tokens_per_s_shown / quick.tokens_per_s - 1) < 2e-4

@@ -430,24 +430,31 @@ def test_first_calls_that_both_compiled_are_told_apart_by_where_their_seconds_we
     tuned = compile_modes.StepTiming("max-autotune", 34.6, step, 64, "miss", kernels=23, kernel_compile_s=0.6,
                                      kernel_tuning_s=2.0)
     note = compile_modes.first_calls_note([eager, default, graphs_, tuned])
-    assert ('The first call of "reduce-overhead" took less than that of "default" (3.4 s against 7.8 s), though both '
-            "missed the compile cache on disk: compiling its 34 Triton kernels took 0.040 s against 2.3 s for 34, tuning "
-            "them 0.1 s against 1.2 s, and the rest (tracing, lowering, generating code, running the step once) "
-            "3.3 s against 4.3 s.") in note
+    # every figure as the table shows it (three figures), and the rest the reader's subtraction of them
+    assert ('The first call of "reduce-overhead" took less than that of "default" (3.40 s against 7.80 s), though both '
+            "missed the compile cache on disk: compiling its 34 Triton kernels took 0.0400 s against 2.30 s for 34, "
+            "tuning them 0.100 s against 1.20 s, and the rest (tracing, lowering, generating code, running the step "
+            "once) 3.26 s against 4.30 s.") in note
     assert "the kernels the earlier call compiled were loaded" in note and "benchmarks were not run again" in note
-    assert ('The first call of "max-autotune" took longer than that of "default" (34.6 s against 7.8 s). Both missed '
-            "the compile cache on disk: compiling its 23 Triton kernels took 0.6 s") in note
+    assert ('The first call of "max-autotune" took longer than that of "default" (34.6 s against 7.80 s). Both missed '
+            "the compile cache on disk: compiling its 23 Triton kernels took 0.600 s") in note
     assert compile_modes.first_calls_note([eager, default]) == ""  # one compiled call: nothing to compare
     close = dataclasses.replace(graphs_, compile_s=7.0, kernels=1)  # within a quarter of default's: not explained
     assert compile_modes.first_calls_note([eager, default, close]) == ""
     assert "its 1 Triton kernel took" in compile_modes.first_calls_note([eager, default,
                                                                        dataclasses.replace(close, compile_s=3.0)])
-    # the small MLP's one kernel: seconds under 0.1 keep two significant figures, not "0.0 s against 0.0 s"
+    # the small MLP's one kernel: seconds under 0.1 keep their figures, not "0.0 s against 0.0 s"
     tiny = dataclasses.replace(default, compile_s=0.9, kernels=1, kernel_compile_s=0.00231, kernel_tuning_s=0.0543)
     small = dataclasses.replace(tiny, label="reduce-overhead", compile_s=0.46, kernel_compile_s=0.00192,
                                 kernel_tuning_s=0.0)
-    assert ("compiling its 1 Triton kernel took 0.0019 s against 0.0023 s for 1, tuning it 0.0 s against 0.054 s"
+    assert ("compiling its 1 Triton kernel took 0.00192 s against 0.00231 s for 1, tuning it 0 s against 0.0543 s"
             in compile_modes.first_calls_note([eager, tiny, small]))
+    # 03 read "0.7 s … 0.8 s … the rest 28.5 s" against a first call of 29.9 s beside a table of 0.666 and 0.829
+    d2 = dataclasses.replace(tiny, compile_s=0.499, kernel_compile_s=0.0559, kernel_tuning_s=0.0486)
+    t2 = dataclasses.replace(tuned, compile_s=29.946, kernels=28, kernel_compile_s=0.666, kernel_tuning_s=0.829)
+    assert ("(29.9 s against 0.499 s)" in (n := compile_modes.first_calls_note([eager, d2, t2]))
+            and "took 0.666 s against 0.0559 s for 1, tuning them 0.829 s against 0.0486 s, and the rest" in n
+            and "28.4 s against 0.395 s." in n)
     table = readable(compile_modes.timings_table([eager, default, graphs_]))
     assert list(table.shown["Triton kernels"]) == ["—", "34", "34"]
     assert any("Triton kernels, kernel compile s, kernel tuning s: an eager call compiles nothing" in n

@@ -212,6 +212,21 @@ def test_the_worker_sweep_names_the_cores_above_the_data_and_the_first_gain_is_a
     assert gains[0] == "—" and gains[1] != "—" and any("no row before it" in n for n in t.notes)
 
 
+
+def test_the_worker_sweep_loader_gains_divide_the_img_per_s_as_the_table_shows_them():
+    """02's gain column read 73.8 / 113.8 / 78.2 from the unrounded rates, beside 671, 1,165, 2,492 and 4,439 img/s,
+    which give 73.6, 113.9 and 78.1: each gain is now the reader's own division of the two rows as shown."""
+    sweep = _sweep({1: 670.6, 2: 1165.4, 4: 2491.6, 8: 4439.3}, 16)
+    assert [round(g, 1) for g in sweep.img_per_s.pct_change()[1:] * 100] == [73.8, 113.8, 78.2]  # the case reported
+    t = loaders.worker_sweep_table(sweep)
+    rates = list(t.shown["img/s"])
+    assert rates == ["671", "1,165", "2,492", "4,439"]
+    gains = list(t.shown["gain over previous %"])
+    assert gains == ["—", "73.6", "113.9", "78.1"]
+    rate = [float(r.replace(",", "")) for r in rates]
+    assert gains[1:] == [f"{100 * (b / a - 1):.1f}" for a, b in zip(rate, rate[1:])]  # the reader's arithmetic
+    assert t.data["gain_over_previous_pct"].iloc[1] == pytest.approx(100 * (1165 / 671 - 1))  # data: from them too
+
 def _sweep(rates: dict[int, float], cores: int):
     import pandas as pd
 

@@ -762,3 +762,29 @@ def test_recordings_of_different_batches_compare_per_image():
     # one recording without the range: no per-image rows, rather than a row with a hole (03's sentence needs all)
     bare = dc.replace(top, ranges=top.ranges[:2])
     assert "images per step" not in per_step({"baseline": base, "top rung": bare}).data.index
+
+
+def test_nsys_per_step_divides_the_times_as_the_table_shows_them():
+    """03's per-step table read 1,404 µs and 46.3 µs per image and GPU busy 96.9% from the unrounded times, beside
+    44.9 ms ÷ 32 (1,403 µs), 11.9 ms ÷ 256 (46.5 µs) and 11.5 ÷ 11.9 ms (96.6%): each is now the reader's own
+    division of the figures the table shows."""
+    from helpers.nsys_stats import KernelRow, NsysStats, RangeRow, per_step
+
+    def recording(wall_ms: float, kernel_ms: float, images: int) -> NsysStats:
+        return NsysStats(kernels=(KernelRow("k", 5, 5 * kernel_ms, 1.0),), api=(),
+                         ranges=(RangeRow("step", 5, 5 * wall_ms * 0.5), RangeRow("profiled_steps", 1, 5 * wall_ms),
+                                 RangeRow(f":images per step: {images}", 1, 0.001)))
+
+    t = per_step({"baseline": recording(44.93, 43.0, 32), "top rung": recording(11.86, 11.49, 256)})
+    shown, d = t.shown, t.data
+    wall, kernel = "wall time per step, ms", "kernel time on the GPU, ms"
+    per_image, busy = "wall time per image, µs", "GPU busy, % of the wall time"
+    assert list(shown.loc[wall]) == ["44.9", "11.9"] and shown.loc[kernel, "top rung"] == "11.5"
+    assert list(shown.loc[per_image]) == ["1,403", "46.5"]  # not 1,404 and 46.3 (44.93 ms and 11.86 ms divided)
+    assert shown.loc[busy, "top rung"] == "96.6"  # not 96.9 (11.49 ÷ 11.86)
+    # the reader's arithmetic on the shown figures, to the last digit shown
+    assert shown.loc[per_image, "top rung"] == f"{1e3 * 11.9 / 256:.1f}"
+    assert shown.loc[busy, "top rung"] == f"{100 * 11.5 / 11.9:.1f}"
+    # 03-nsys-3's sentence reads the data (":.0f"): from the same shown times, it rounds as the table's cell does
+    assert d.loc[busy, "top rung"] == pytest.approx(100 * 11.5 / 11.9) and f"{d.loc[busy, 'top rung']:.0f}" == "97"
+    assert d.loc[per_image, "baseline"] == pytest.approx(1e3 * 44.9 / 32)

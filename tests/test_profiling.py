@@ -7,6 +7,7 @@ import torch
 from torch.autograd import DeviceType
 
 from helpers import profiling
+from helpers.tables import readable
 
 
 def test_union_of_intervals_counts_overlaps_once():
@@ -271,6 +272,33 @@ def test_launch_split_tells_graph_replays_from_kernels_launched_one_by_one():
     df = res.launch_split()
     assert list(df["launched by"])[-1] == "3 others, each under 0.1% of the time" and len(df) == 3
 
+
+
+def test_launch_split_profiling_shares_divide_the_gpu_us_as_the_table_shows_them():
+    """03's split read "share 0.79" for a row of 248 µs, where 248 ÷ 31,170 (the sum of its column as shown) is 0.80:
+    each share is now the row's GPU µs over their sum, both as the table shows them."""
+    rows = [("cudaGraphLaunch", None, 29871.4), ("cudaLaunchKernel", "Optimizer.step#SGD.step", 854.3),
+            ("cudaLaunchKernel", "aten::contiguous", 247.6), ("cudaLaunchKernel", "Torch-Compiled Region: 4/0", 168.2),
+            ("cudaLaunchKernel", "aten::fill_", 28.46)]
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 0, "dur": 40_000}]
+    for i, (call, by, us) in enumerate(rows):
+        ts = 10 + 100 * i
+        if by is not None:
+            events.append({"ph": "X", "cat": "cpu_op", "name": by, "ts": ts, "dur": 50})
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": call, "ts": ts + 1, "dur": 2, "args": {"correlation": i}},
+                   {"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": 1000 + 10 * i, "dur": us,
+                    "args": {"correlation": i}}]
+    res = profiling.ProfileResult(prof=None, active_steps=1, _raw_trace=json.dumps({"traceEvents": events}).encode())
+    df = res.launch_split()
+    assert round(100 * 247.6 / sum(us for *_, us in rows), 2) == 0.79  # the case reported: from the unrounded µs
+    shown = readable(df).shown
+    us = list(shown["GPU µs per step"])
+    assert us == ["29,871", "854", "248", "168", "28.5"]
+    assert list(shown["share %"]) == ["95.8", "2.7", "0.80", "0.54", "0.091"]
+    total = sum(float(u.replace(",", "")) for u in us)  # 31,169.5: the reader's sum of the column
+    assert shown["share %"].iloc[2] == f"{100 * 248 / total:.2f}"  # the reader's division, to its last digit
+    # the data, from the same shown µs, adds up to 100 and rounds as the table does (03 records the graphs' share)
+    assert df["share %"].sum() == pytest.approx(100) and df["share %"].iloc[0] == pytest.approx(100 * 29871 / total)
 
 def test_a_timeline_names_a_long_wait_and_keeps_a_short_copy_visible():
     """03's export drew the profiler's closing synchronize as a long orange bar with no name (a static export has

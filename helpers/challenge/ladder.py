@@ -27,7 +27,7 @@ from torch import nn
 from .. import env, notices, tables
 from ..models import pad_first_conv
 from ..train import TrainConfig
-from .harness import Session, Submission, Verdict, judge
+from .harness import Session, Submission, Verdict, judge, speedup_as_shown
 from .rules import Rules
 
 __all__ = ["Rung", "ladder", "top_rung", "climb", "costs_beside_gains", "COST_LIMITS"]
@@ -187,6 +187,7 @@ def costs_beside_gains(verdicts: list[Verdict]) -> list[str]:
         if a is not None and b is not None and a - b >= COST_LIMITS["nvml_pts"]:
             costs.append(f"NVML utilisation {a:.0f}% → {b:.0f}%")
         if costs:
-            gain = 100 * (cur.img_per_s / prev.img_per_s - 1)
+            # from the two img/s as their lines print them (harness.speedup_as_shown), as the speed-ups above are
+            gain = 100 * (speedup_as_shown(cur.img_per_s, prev.img_per_s) - 1)
             out.append(f"{cur.name}: {gain:+.1f}% img/s over {prev.name}, and " + ", ".join(costs) + ".")
     return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -29,8 +30,8 @@ from ..inference import ServingSweep
 from ..monitor import MonitorRecord, rolling_img_per_s, whole_run_window_s
 from ..monitor.view import COLORS as monitor_colors
 from ..profiling import TIMELINE_COLORS
-from ..roofline import attainable_tflops, kind_colors, ridge_intensity
-from .harness import Session, Submission, Verdict, readable_table
+from ..roofline import attainable_tflops, kind_colors, ridge_intensity, roof_pct_as_shown
+from .harness import Session, Submission, Verdict, readable_table, speedup_as_shown
 from .step_roofline import StepKernels
 
 __all__ = ["Reflection", "reflection", "changes_from", "write_report", "report_path", "NEXT_HELD_BACK"]
@@ -63,8 +64,10 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
     # each change by factor (× the img/s of the run before it) and by amount (img/s added, and the MFU points that
     # come with them): in one session MFU is img/s over one ceiling, so the two measures agree on img/s and MFU, but
     # the largest factor and the largest amount can be different changes (a large factor on a small number adds little)
-    gains = [(b.img_per_s / a.img_per_s, b.img_per_s - a.img_per_s, b.mfu_pct - a.mfu_pct, b.name)
-             for a, b in zip(ok, ok[1:])]
+    # the factor and the amount from the img/s as each verdict's line prints them (whole): a reader's arithmetic on
+    # those lines gives them (harness.speedup_as_shown; 06's channels_last had read 7.76× beside 5,591 and 721)
+    gains = [(speedup_as_shown(b.img_per_s, a.img_per_s), _whole(b.img_per_s) - _whole(a.img_per_s),
+              b.mfu_pct - a.mfu_pct, b.name) for a, b in zip(ok, ok[1:])]
     if gains:
         ratio, _, _, name = max(gains)
         _, added, pts, name_added = max(gains, key=lambda g: g[1])
@@ -79,8 +82,9 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
             said = said[0].upper() + said[1:]
         upto = "" if last is final else f" up to {last.name}"
         mfu = f", MFU {tables.percent(base.mfu_pct)}% → {tables.percent(last.mfu_pct)}%" if final.bounded else ""
-        paid = (f"{said}. All together{upto}: {tables.times(last.img_per_s / base.img_per_s)} the baseline{mfu}."
-                f"{refused}")
+        # the ladder's own figure for it, from the img/s as printed (harness.speedup_as_shown)
+        paid = (f"{said}. All together{upto}: {tables.times(speedup_as_shown(last.img_per_s, base.img_per_s))} the "
+                f"baseline{mfu}.{refused}")
     else:
         paid = "No two runs that passed the rules to compare." + refused
     ceil = session.ceilings
@@ -101,8 +105,9 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         where = ""
         if top in kernels.shares:
             p = next(p for p in kernels.points if p.name == top)
-            where = (f", at {tables.percent(100 * p.achieved_tflops / attainable_tflops(p.intensity, ceil))}% of "
-                     f"the roof there ({p.bound(ceil)}-bound)")
+            # the share as the report's copy of 06's table shows it (from its rates as printed)
+            pct = roof_pct_as_shown(p.achieved_tflops, attainable_tflops(p.intensity, ceil))
+            where = f", at {tables.percent(pct)}% of the roof there ({p.bound(ceil)}-bound)"
         # the group's own time per step, as the table beside it gives it, and its share of all kernel time
         bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "
                       f"{tables.percent(share)}% of the top rung's kernel time "
@@ -242,6 +247,11 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
             f"{_h(bench.NOT_A_BOUND)}.</p>"))
 
 
+def _whole(img_per_s: float) -> float:
+    """img/s as a verdict's line prints it (whole), read back: what a reader adds and divides."""
+    return tables.as_shown(tables.whole(img_per_s)) if math.isfinite(img_per_s) else img_per_s
+
+
 def _energy(base: Verdict, final: Verdict) -> str:
     """The board's energy per image of the baseline and the final run (NVML's energy counter), or why not.
 
@@ -253,16 +263,18 @@ def _energy(base: Verdict, final: Verdict) -> str:
     if b is None or f is None:
         why = "; ".join(dict.fromkeys(v.energy_missing for v in (base, final) if v.energy_missing)) or "not measured"
         return f"<p class='note'>Energy per image: {_h(why)}.</p>"
-    ratio = f"{tables.times(b / f)} less" if f < b else f"{tables.times(f / b)} more"
-    text = (f"Energy, from the board's own counter over the timed steps: the baseline took {tables.sig(1e3 * b)} mJ "
-            f"per image, {_h(final.name)} {tables.sig(1e3 * f)} mJ, {ratio}.")
+    mj_b, mj_f = tables.sig(1e3 * b), tables.sig(1e3 * f)  # the ratio from the mJ as printed beside it
+    ratio = f"{tables.times_as_shown(mj_b, mj_f)} less" if f < b else f"{tables.times_as_shown(mj_f, mj_b)} more"
+    text = (f"Energy, from the board's own counter over the timed steps: the baseline took {mj_b} mJ "
+            f"per image, {_h(final.name)} {mj_f} mJ, {ratio}.")
     pb, pf = b * base.img_per_s, f * final.img_per_s  # J/image × image/s: the counter's mean power over the steps
     if pb > 0 and pf > 0:  # the sentence follows the two measurements, whichever way they went
         how = "more" if pf > pb else "less"
         shown_f, shown_b = f"{pf:.0f}", f"{pb:.0f}"  # the power ratio from the watts as printed beside it
         power_x = tables.as_shown(shown_f) / max(tables.as_shown(shown_b), 1.0)
         text += (f" It drew {how} power while it ran ({shown_f} W against the baseline's {shown_b} W, each its energy "
-                 f"per image times its images per second): {tables.times(final.img_per_s / base.img_per_s)} the "
+                 f"per image times its images per second): "
+                 f"{tables.times(speedup_as_shown(final.img_per_s, base.img_per_s))} the "
                  f"images per second at {tables.times(power_x)} the power is {ratio} energy per image.")
     return f"<p>{text}</p>"
 

@@ -33,7 +33,7 @@ from torch import nn
 
 from .. import profiling, tables
 from ..bench import Ceilings
-from ..roofline import RooflinePoint, attainable_tflops
+from ..roofline import RooflinePoint, attainable_tflops, roof_pct_as_shown
 
 #: Why a kernel can pass its roof: the reason under a table where one does (tables.readable names the kernels).
 PAST_THE_ROOF = ("the memory roof is the bandwidth one copy kernel reached, reading and writing the same number of "
@@ -124,7 +124,14 @@ class StepKernels:
 
     def table(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
         """Per point: ms per step, share of the step, FLOP/byte, which roof bounds it, achieved and roof TFLOP/s,
-        GB/s moved, and its share of the roof (full precision)."""
+        GB/s moved (full precision), and its share of the roof: the achieved TFLOP/s over the roof's as the table
+        shows them, kept as shown (:func:`~helpers.roofline.roof_pct_as_shown`), so the figures 06 records from this
+        column and the sentences written from it read as the table does. 06's table read "FC … 384 … 726 … 52.8"
+        (384 ÷ 726 is 52.9) and "fused pool forward … 2.50 … 3.10 … 80.5" (80.6), and 07's "GEMM … 719 … 787 … 91.5"
+        (91.4): each share had been computed from the unrounded rates.
+
+            kernels.table(ceil).set_index("kernels")["% of roof"]["convolutions"]   # 58.3, as the table shows it
+        """
         import pandas as pd
 
         rows = []
@@ -133,7 +140,7 @@ class StepKernels:
             rows.append({"kernels": p.name, "ms per step": p.ms, "share of step %": self.shares[p.name],
                          "FLOP/byte": p.intensity, "bound": p.bound(ceil), "achieved TFLOP/s": p.achieved_tflops,
                          "roof TFLOP/s": roof, "GB/s moved": p.bytes / (p.ms * 1e-3) / 1e9,
-                         "% of roof": 100 * p.achieved_tflops / roof})
+                         "% of roof": roof_pct_as_shown(p.achieved_tflops, roof)})
         return pd.DataFrame(rows)
 
     def largest_saving(self, ceil: Ceilings, *, step_ms: float, mfu_pct: float) -> "Saving":

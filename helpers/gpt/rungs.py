@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from .. import bench, env
+from .. import bench, env, tables
 from . import fp8 as _fp8
 from .model import GPTConfig
 
@@ -176,11 +176,26 @@ class RungResult:
     def ran(self) -> bool:
         return self.not_run is None
 
+    @property
+    def step_ms_shown(self) -> str:
+        """The median step as the rung's line and the table of rungs print it: four figures (146.1 ms on a GPU,
+        2.531 ms for a CPU's smoke step), what a step's clock reading says to a reader."""
+        return tables.sig(self.step.median_ms, 4)
+
+    @property
+    def tokens_per_s_shown(self) -> float:
+        """tok/s as printed: a step's tokens over the step as printed (:attr:`step_ms_shown`), so the reader's division
+        of the line's figures gives it. 07 read "448,504 tok/s  step 146.1 ms" from the 146.121 ms median, where 65,536
+        tokens ÷ 146.1 ms is 448,569. What is printed only: judging a rung compares the measured :attr:`tokens_per_s`
+        (a CPU's few-ms steps, rounded, would move it by more than its spread)."""
+        tokens = round(self.tokens_per_s * self.step.median_ms / 1e3)  # tok/s is a step's tokens over its median
+        return tokens / (tables.as_shown(self.step_ms_shown) / 1e3)
+
     def __str__(self) -> str:
         if not self.ran:
             return f"{self.name:<28} not run: {self.not_run}"
         step = self.step
-        text = (f"{self.name:<28} {self.tokens_per_s:>12,.0f} tok/s  step {step.median_ms:,.1f} ms "
+        text = (f"{self.name:<28} {self.tokens_per_s_shown:>12,.0f} tok/s  step {self.step_ms_shown} ms "
                 f"(spread {step.spread_pct:.1f}%, {step.repeats} steps)")
         if self.runs_as:
             text += f"  [runs as {self.runs_as}]"

@@ -80,7 +80,11 @@ def step_roofline(prof: profiling.ProfileResult, cfg: GPTConfig, *, seq_len: int
 
 def readable_kernels(kernels: StepKernels, ceil: Ceilings) -> tables.Table:
     """:meth:`StepKernels.table` to read, with the reason a group can pass its roof said under it: a CPU's measured
-    ceilings are stand-ins that bound nothing; on a GPU, :data:`PAST_THE_ROOF`."""
+    ceilings are stand-ins that bound nothing; on a GPU, :data:`PAST_THE_ROOF`.
+
+    Its "% of roof" is :meth:`StepKernels.table`'s, the achieved TFLOP/s over the roof's as the table shows them
+    (07 read "GEMM … 719 … 787 … 91.5" where 719 ÷ 787 is 91.4), so a share read past 100 here is one the shown
+    rates pass, and a reason is said under it."""
     df = kernels.table(ceil).set_index("kernels")
     if (df["% of roof"] > 100).any():
         df.attrs["above_roof"] = {"% of roof": PAST_THE_ROOF if ceil.bounds else (

@@ -265,28 +265,36 @@ def _rate_ratio_note(df, rate: str, ratio: str) -> str:
 
 
 def _secs(v: float) -> str:
-    """Seconds as a sentence compares them: one decimal from 0.1 s on, two significant figures below it (the small
-    MLP's one kernel compiled in 0.0023 s against 0.0019 s: "0.0 s against 0.0 s" said nothing)."""
-    return f"{v:.1f} s" if v >= 0.1 or v == 0 else f"{tables.sig(v, 2)} s"
+    """Seconds as :func:`timings_table` shows them (three figures), so a sentence reads as the table beside it: 03's
+    note read "took 0.7 s … 0.8 s … the rest 28.5 s" against a first call of 29.9 s, 30.0 s in all, beside a table's
+    0.666 and 0.829. (One decimal had also said "0.0 s against 0.0 s" for the small MLP's one kernel.)"""
+    return f"{tables.sig(v)} s"
+
+
+def _rest_s(t: "StepTiming") -> str:
+    """What a first call spent besides compiling and tuning its kernels: its seconds less the two parts, each as the
+    table shows it, to the decimals of the first call's own figure (29.9 − 0.666 − 0.829 reads 28.4)."""
+    total = tables.sig(t.compile_s)
+    parts = tables.as_shown(tables.sig(t.kernel_compile_s)) + tables.as_shown(tables.sig(t.kernel_tuning_s or 0.0))
+    decimals = len(total.split(".")[1]) if "." in total else 0
+    return f"{max(tables.as_shown(total) - parts, 0.0):,.{decimals}f} s"
 
 
 def first_calls_note(timings: list[StepTiming]) -> str:
     """Why first calls that compiled took different times, part by part: one sentence per compiled first call
     after the first, set against the first ("" when there is nothing to compare)::
 
-        The first call of "reduce-overhead" took less than that of "default" (3.4 s against 7.8 s), though both
-        missed the compile cache on disk: compiling its 34 Triton kernels took 0.040 s against 2.3 s for 34, tuning
-        them 0.1 s against 1.2 s, and the rest (tracing, lowering, generating code, running the step once) 3.3 s
-        against 4.3 s. Triton keeps each kernel it compiled on disk, by its source: ...
+        The first call of "reduce-overhead" took less than that of "default" (3.40 s against 7.80 s), though both
+        missed the compile cache on disk: compiling its 34 Triton kernels took 0.0400 s against 2.30 s for 34,
+        tuning them 0.100 s against 1.20 s, and the rest (tracing, lowering, generating code, running the step once)
+        3.26 s against 4.30 s. Triton keeps each kernel it compiled on disk, by its source: ...
+
+    Every figure reads as :func:`timings_table` shows it, and the rest is the total less the parts as shown.
     """
     compiled = [t for t in timings if t.compile_cache in ("miss", "partly") and t.kernel_compile_s is not None]
     if len(compiled) < 2:
         return ""
     ref, said = compiled[0], []
-
-    def rest(t: StepTiming) -> float:
-        return t.compile_s - t.kernel_compile_s - (t.kernel_tuning_s or 0.0)
-
     for t in compiled[1:]:
         if abs(t.compile_s / ref.compile_s - 1) < 0.25:  # within a quarter: nothing to explain
             continue
@@ -298,7 +306,7 @@ def first_calls_note(timings: list[StepTiming]) -> str:
                 f"kernel{'' if one else 's'} took {_secs(t.kernel_compile_s)} against {_secs(ref.kernel_compile_s)} "
                 f"for {ref.kernels}, tuning {'it' if one else 'them'} {_secs(t.kernel_tuning_s or 0)} against "
                 f"{_secs(ref.kernel_tuning_s or 0)}, and the rest (tracing, lowering, generating code, running the "
-                f"step once) {_secs(rest(t))} against {_secs(rest(ref))}.")
+                f"step once) {_rest_s(t)} against {_rest_s(ref)}.")
         if t.kernel_compile_s < 0.5 * ref.kernel_compile_s and ref.kernel_compile_s >= 0.3:
             text += (" Triton keeps each kernel it compiled on disk, by its source: the kernels the earlier call "
                      "compiled were loaded.")
