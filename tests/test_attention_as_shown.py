@@ -28,3 +28,13 @@ def test_attention_sweep_speedup_divides_the_times_as_the_table_shows_them(monke
     assert float(longest["SDPA speed-up"]) == pytest.approx(5.51)
     sentence = tables.times_as_shown(tables.sig(longest["naive ms"]), tables.sig(longest["SDPA ms"]))
     assert sentence == "5.51×" == f"{shown['SDPA speed-up'].iloc[-1]}×"
+
+
+def test_attention_sweep_memory_saved_is_one_less_the_two_memories_as_the_table_shows_them():
+    """The saving, like the speed-up, is the reader's arithmetic on the two cells beside it (on a CPU, the bytes
+    kept for backward; on a GPU, the peaks)."""
+    df = attention.sweep([32, 64], batch=1, heads=2, head_dim=8, repeats=2, warmup_s=0.0, rounds=1)
+    shown = readable(df).shown
+    for i in range(len(df)):
+        naive, fused = (tables.as_shown(shown[f"{n} kept for backward MiB"].iloc[i]) for n in ("naive", "SDPA"))
+        assert shown["memory saved %"].iloc[i] == tables.percent(100 * (1 - fused / naive))

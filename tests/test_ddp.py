@@ -83,7 +83,9 @@ def test_train_variants_allreduce_and_traces_in_one_launch(two_ranks):
     stats = scaling.summarize(two_ranks.res.results)
     assert set(stats) == {"synced", "local", "accumulated"}
     slowest = max(r["step_ms_median"] for r in train if r["label"] == "synced")
-    assert stats["synced"].step_ms == slowest and stats["synced"].global_img_per_s == pytest.approx(2 * 4e3 / slowest)
+    # the slowest rank's step, to the hundredth its line prints (worker.step_line), and the img/s of that figure
+    shown = round(slowest, 2)
+    assert stats["synced"].step_ms == shown and stats["synced"].global_img_per_s == pytest.approx(2 * 4e3 / shown)
     # the profiler traces HTA reads: one per rank, with the process group's rank in them, but no GPU kernels here
     traces = sorted(p.name for p in tmp_path.iterdir())
     assert traces == ["rank0.json", "rank1.json"]
