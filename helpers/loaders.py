@@ -396,28 +396,22 @@ def worker_sweep_table(sweep: "pandas.DataFrame"):  # noqa: F821
     from . import tables
 
     df = sweep.set_index("num_workers")
-    df = df.assign(gain_over_previous_pct=_gains_as_shown(tables.readable(df).shown, df.columns.get_loc("img_per_s")))
+    df = df.assign(gain_over_previous_pct=_gains_as_shown(tables.shown_numbers(df, "img_per_s")))
     return tables.readable(df, missing={"gain_over_previous_pct": "the first row has no row before it"})
 
 
-def _gains_as_shown(shown: "pandas.DataFrame", rate_at: int) -> list[float]:  # noqa: F821
-    """Each row's gain (%) over the row before it, from column ``rate_at`` of ``shown`` (a table's strings): NaN for
-    the first row, or where either rate shows no number ("—"). From the rates as shown, not as measured: 02's table
-    read 73.8 / 113.8 / 78.2 beside 671, 1,165, 2,492 and 4,439 img/s, which give 73.6, 113.9 and 78.1.
+def _gains_as_shown(rates: list[float | None]) -> list[float]:
+    """Each row's gain (%) over the row before it, from the rates as the table shows them (None where a cell shows
+    no number): NaN for the first row, or where either rate is missing. From the rates as shown, not as measured:
+    02's table read 73.8 / 113.8 / 78.2 beside 671, 1,165, 2,492 and 4,439 img/s, which give 73.6, 113.9 and 78.1.
 
-    >>> import pandas as pd
-    >>> [round(g, 1) for g in _gains_as_shown(pd.DataFrame({"img/s": ["671", "1,165", "—", "4,439"]}), 0)[1:]]
+    >>> [round(g, 1) for g in _gains_as_shown([671.0, 1165.0, None, 4439.0])[1:]]
     [73.6, nan, nan]
     """
-    from . import tables  # as worker_sweep_table: this module is imported before tables is needed
-
-    rates = [tables.shown_number(cell) for cell in shown.iloc[:, rate_at]]
     gains = [float("nan")]
     for before, now in zip(rates, rates[1:]):
         gains.append(100 * (now / before - 1) if before and now is not None else float("nan"))
     return gains
-
-
 
 
 #: Two loader rates closer than this share of the faster are "about the same": a loader's img/s moves by a few

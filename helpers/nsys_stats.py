@@ -274,6 +274,12 @@ def _api_kind(name: str) -> str | None:
     return next((kind for kind, calls in API_KINDS.items() if bare in calls), None)
 
 
+#: :func:`per_step`'s rows that are computed from others: the GPU's share from its kernel time and the wall time,
+#: the time per image from the wall time and the images.
+WALL, KERNEL, BUSY = "wall time per step, ms", "kernel time on the GPU, ms", "GPU busy, % of the wall time"
+IMAGES, PER_IMAGE = "images per step", "wall time per image, µs"
+
+
 def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     """Recordings side by side, per step (each recording's ``step`` NVTX ranges count its steps): the wall time of a
     step (the capture range, which closes once the GPU has finished, over the steps), the host's time inside each
@@ -362,12 +368,6 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     return dataclasses.replace(t, shown=shown, notes=(*t.notes, *notes))
 
 
-#: :func:`per_step`'s rows that are computed from others: the GPU's share from its kernel time and the wall time,
-#: the time per image from the wall time and the images.
-WALL, KERNEL, BUSY = "wall time per step, ms", "kernel time on the GPU, ms", "GPU busy, % of the wall time"
-IMAGES, PER_IMAGE = "images per step", "wall time per image, µs"
-
-
 def _from_shown_times(df: "pandas.DataFrame", shown: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
     """``df`` (:func:`per_step`'s rows, one column per recording) with the GPU's busy share and the wall time per image
     computed from the times per step as ``shown`` (its table's strings) prints them, so the reader's own division
@@ -393,5 +393,3 @@ def _from_shown_times(df: "pandas.DataFrame", shown: "pandas.DataFrame") -> "pan
         if PER_IMAGE in at and df.iat[at[IMAGES], j]:
             out.iat[at[PER_IMAGE], j] = 1e3 * wall / float(df.iat[at[IMAGES], j])
     return out
-
-

@@ -266,16 +266,13 @@ def _shares_as_shown(split: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: 
     >>> [tables.percent(p) for p in out["share %"]], round(float(out["share %"].sum()), 9)
     (['95.8', '2.7', '0.80', '0.54', '0.091'], 100.0)
     """
-    shown = tables.readable(split).shown
-    us = [tables.shown_number(cell) for cell in shown.iloc[:, split.columns.get_loc("GPU µs per step")]]
+    us = tables.shown_numbers(split, "GPU µs per step")
     total = sum(u for u in us if u is not None)
     out = split.copy()
     out.attrs = dict(split.attrs)
     if total > 0:
         out["share %"] = [100 * u / total if u is not None else float("nan") for u in us]
     return out
-
-
 
 
 @dataclasses.dataclass

@@ -46,7 +46,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, Sequence, Union
 
-__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "shown_number", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
+__all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "shown_number", "shown_numbers", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
 KINDS = ("whole", "sig", "percent", "fraction", "text")
@@ -151,8 +151,7 @@ def percents_as_shown(shares: Sequence[float], groups: Sequence[Any]) -> tuple[d
     """
     sums: dict[Any, float] = {}
     for share, group in zip(shares, groups, strict=True):
-        shown = float(percent(100 * share).replace(",", ""))
-        sums[group] = sums.get(group, 0.0) + shown
+        sums[group] = sums.get(group, 0.0) + as_shown(percent(100 * share))
     by_group = dict(sorted(sums.items(), key=lambda kv: kv[1], reverse=True))
     return by_group, max(100.0 - sum(by_group.values()), 0.0)
 
@@ -504,7 +503,7 @@ def with_ratios_as_shown(df):
             continue
         j = columns.index(ratio)
         for i, cell in enumerate(shown.iloc[:, j]):
-            v = shown_number(str(cell))
+            v = shown_number(cell)
             if v is not None:
                 out.iloc[i, j] = v
     return out
@@ -547,6 +546,17 @@ def shown_number(cell: Any) -> float | None:
     except ValueError:
         return None
     return out if math.isfinite(out) else None
+
+
+def shown_numbers(df, column: str) -> list[float | None]:
+    """The numbers :func:`readable` shows in ``df``'s ``column``, one per row (None where a cell shows none): what a
+    figure computed from that column as printed starts from (a gain over the row before, a share of the total).
+
+    >>> import pandas as pd
+    >>> shown_numbers(pd.DataFrame({"img/s": [671.4, 1165.2, float("nan")]}), "img/s")
+    [671.0, 1165.0, None]
+    """
+    return [shown_number(cell) for cell in readable(df).shown.iloc[:, list(df.columns).index(column)]]
 
 
 def _row_names(df) -> dict:

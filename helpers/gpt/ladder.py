@@ -54,11 +54,11 @@ __all__ = ["RungConfig", "Rung", "LadderSetup", "RungResult", "Runner", "Ladder"
            "judge", "LOSS_TOLERANCE"]
 
 
-
 #: The loss figure's colours, one per rung, distinct to a colour-blind reader too (Okabe and Ito's palette, its
 #: yellow last: it reads faintly on white), and its markers.
 RUNG_COLORS = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#F0E442")
 RUNG_MARKERS = ("circle", "square", "diamond", "cross", "x", "triangle-up", "triangle-down", "star", "hexagon")
+
 
 @dataclasses.dataclass
 class Runner:

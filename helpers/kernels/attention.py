@@ -206,10 +206,7 @@ def _memory_saved_as_shown(df: "pandas.DataFrame", mem: str) -> "pandas.DataFram
     >>> round(float(out["memory saved %"].iloc[0]), 2)  # 1 − 0.0535 ÷ 0.316; from the unrounded peaks, 83.10
     83.07
     """
-    shown = tables.readable(df).shown
-    at = {c: list(df.columns).index(c) for c in (f"naive {mem}", f"SDPA {mem}")}
-    naive = [tables.shown_number(c) for c in shown.iloc[:, at[f"naive {mem}"]]]
-    fused = [tables.shown_number(c) for c in shown.iloc[:, at[f"SDPA {mem}"]]]
+    naive, fused = (tables.shown_numbers(df, f"{name} {mem}") for name in ("naive", "SDPA"))
     out = df.copy()
     out.attrs = dict(df.attrs)
     out["memory saved %"] = [100 * (1 - f / n) if n and f is not None else float("nan") for n, f in zip(naive, fused)]
