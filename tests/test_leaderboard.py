@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from helpers import leaderboard as lb
-from helpers import results
+from helpers import results, tables
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = {"device": "NVIDIA H100 80GB HBM3", "driver": "580", "torch": "2.11.0", "cuda": "13.0",
@@ -822,3 +822,15 @@ def test_gpm_above_nvml_is_noted_with_the_gap_the_rows_show():
     assert note.startswith("GPM's SM activity reads above NVML's utilisation for reference (by up to 3.5 points)")
     assert "point or so" not in note
     assert store._sm_above_util_note(out.assign(gpm_sm_pct=[90.0, 70.0])) == []
+
+
+def test_a_run_to_the_targets_row_shows_img_per_s_as_its_images_over_its_seconds_as_shown(tmp_path):
+    # the row read "1.62 · 36,864 · 22,694": a reader's 36,864 ÷ 1.62 is 22,756; the table keeps the measured rate
+    db = tmp_path / "lb.sqlite"
+    figures = _tt_figures(1.6244, images=36_864)
+    figures.update(ceiling_img_per_s=65_257.0, mfu_pct=100 * figures["img_per_s"] / 65_257.0)  # an H200's ceiling
+    lb.add(_tt_sealed(db, "Ada", figures), path=db)
+    t = lb.table("NVIDIA H100 80GB HBM3", path=db, kind="to_target")
+    shown = tables.readable(t).shown.iloc[0]
+    assert (shown["time to target s"], shown["images"], shown["img/s"]) == ("1.62", "36,864", "22,756")
+    assert round(float(t.iloc[0]["img_per_s"])) == 22_694

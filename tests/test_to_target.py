@@ -6,6 +6,7 @@ function while it trains."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -503,3 +504,18 @@ def test_each_run_starts_from_cudnn_s_defaults_whatever_the_run_before_set(sessi
         assert seen["state"] == (False, default)
     finally:
         torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit = False, default
+
+
+def test_the_verdict_and_its_table_print_img_per_s_as_the_images_over_the_seconds_they_print():
+    # 06 printed "36,864 images in 1.62 s (22,694 img/s)": 36,864 ÷ 1.62 is 22,756, the unrounded 1.6244 s gave 22,694
+    nan = float("nan")
+    v = to_target.TrainingVerdict(name="answer", checks={"accuracy_target": (True, "")}, accuracy=0.9, target=0.85,
+                                  train_s=1.6244, images=36_864, img_per_s=36_864 / 1.6244, mfu_pct=34.8,
+                                  peak_mem_gib=None, nvml_util_pct=None, gpm_sm_pct=None, rehearsal_s=1.0,
+                                  monitor=None)
+    assert "reached the target in 1.62 s" in str(v) and "36,864 images in 1.62 s (22,756 img/s" in str(v)
+    shown = to_target.training_table([v]).shown.iloc[0]
+    assert (shown["trained s"], shown["images"], shown["img/s"]) == ("1.62", "36,864", "22,756")
+    assert round(v.img_per_s) == 22_694 and v.row()["img_per_s"] == v.img_per_s  # what is ranked keeps the measurement
+    # a run the clock could not time keeps what it measured ("—" in the table), never a division by a printed zero
+    assert math.isnan(dataclasses.replace(v, train_s=nan, img_per_s=nan).img_per_s_shown)
