@@ -131,9 +131,12 @@ class NsysStats:
 
         def share_of(rows) -> list[float]:
             # each row's share from the times themselves: nsys prints its "Time (%)" to 0.1%, and shown to three
-            # figures that read "0.60" beside 0.290 ms of 51.5 ms (0.56%)
-            total = sum(r.total_ms for r in rows)
-            return [r.total_ms / total if total > 0 else r.share for r in rows]
+            # figures that read "0.60" beside 0.290 ms of 51.5 ms (0.56%); and from the times as the table shows
+            # them (three figures), over their sum, so the reader who adds the column and divides gets the share:
+            # cudaLaunchKernel read 4.5% beside 2.02 ms of a column adding to 44.37 ms (4.55%)
+            shown = [tables.as_shown(tables.sig(r.total_ms)) for r in rows]
+            total = sum(shown)
+            return [t / total if total > 0 else r.share for t, r in zip(shown, rows)]
 
         frames = {
             "kernels": ("kernels", [{"kernel": label, "kind": kernel_kind(r.name), "instances": r.instances,
@@ -164,7 +167,9 @@ class NsysStats:
                              f"step ({wait} waiting for the GPU to finish the steps the host had queued): not a "
                              "step's, so the per-step table leaves it out")
             if len(rows) > top:
-                notes.append(f"the {top} of {len(rows)} with the most time (all of them: the stats' .{kind})")
+                # "(all of them: …)" had read as "these are all of them": it points to where the rest are
+                notes.append(f"the {top} of {len(rows)} with the most time; every one of the {len(rows)} is in the "
+                             f"stats' .{kind}")
             out[title] = dataclasses.replace(t, notes=(*t.notes, *notes))
         return out
 
@@ -309,7 +314,8 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
         per_image[name] = images
         col: dict[str, float | None] = {
             WALL: wall,
-            "host time inside the step, ms": step.total_ms / n if n else None,
+            # from the step range's time as the NVTX table shows it (03 read 38.3 ms beside "step 5 × 191 ms")
+            "host time inside the step, ms": _shown(step.total_ms) / n if n else None,
             KERNEL: kernel_ms / n if n else None,
             BUSY: None,  # from the two times above as shown (_from_shown_times)
             "kernels run on the GPU": st.kernel_count / n if n else None,
@@ -324,9 +330,11 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
             if kind == "synchronizing calls":
                 calls = max(0, calls - close_calls)
             col[f"{kind} (CUDA API)"] = calls / n if n else None
-        sync_ms = sum(r.total_ms for r in st.api if _api_kind(r.name) == "synchronizing calls")
+        # each call's time and the closing sync's as the API table and the note below show them (03 read 5.50 ms
+        # where (27.4 − 0.0634 + 0.195) ÷ 5 is 5.51)
+        sync_ms = sum(_shown(r.total_ms) for r in st.api if _api_kind(r.name) == "synchronizing calls")
         # the range holds the call and a few µs of the host's around it: a run with no other sync reads zero
-        col["time in synchronizing calls, ms"] = max(0.0, sync_ms - close_ms) / n if n else None
+        col["time in synchronizing calls, ms"] = max(0.0, sync_ms - _shown(close_ms)) / n if n else None
         col["CUDA API calls in all"] = max(0, st.api_call_count - close_calls) / n if n else None
         if close is None and n and col["synchronizing calls (CUDA API)"]:
             unmarked.append(name)
@@ -334,7 +342,7 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
     if closed:
         notes.append("the synchronisation that closes each recording, after its last step, is left out of the "
                      "synchronizing rows (it is not a step's; it is in the wall time): it waited "
-                     + ", ".join(f"{ms:.3g} ms in the {name}'s" for name, ms in closed.items())
+                     + ", ".join(f"{tables.sig(ms)} ms in the {name}'s" for name, ms in closed.items())
                      + " for the GPU to finish the steps the host had queued")
     if unmarked:
         notes.append(f"in the {', '.join(unmarked)}, the synchronizing calls include the one that closes the "
@@ -366,6 +374,11 @@ def per_step(recordings: Mapping[str, NsysStats]) -> tables.Table:
                 if v is not None and v == v and abs(v - round(v)) < 1e-9:
                     shown.loc[row, col] = tables.whole(v)
     return dataclasses.replace(t, shown=shown, notes=(*t.notes, *notes))
+
+
+def _shown(ms: float) -> float:
+    """A time as the stats tables and notes print it (three figures), read back: what a reader adds and divides."""
+    return tables.as_shown(tables.sig(ms)) if ms else 0.0
 
 
 def _from_shown_times(df: "pandas.DataFrame", shown: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821

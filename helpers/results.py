@@ -249,7 +249,8 @@ _FIGURE_UNITS: list[tuple[str, str, str]] = [
     (r"tok_per_s", "tok/s", "whole"),
     (r"gb_per_s|gb_s$", "GB/s", "sig"),
     (r"tflops", "TFLOP/s", "sig"),
-    (r"gflop_per_image", "GFLOP/image", "sig"),
+    # four figures: the ceiling in img/s beside it is the ceiling's TFLOP/s over it, as 00's sentence prints it
+    (r"gflop_per_image", "GFLOP/image", "sig4"),
     (r"ms_per_image", "ms/image", "sig"),
     (r"j_per_image", "J/image", "sig"),
     (r"_pts$", "points", "sig"),

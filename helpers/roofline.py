@@ -200,21 +200,32 @@ def roof_pct_as_shown(achieved_tflops: float, roof_tflops: float) -> float:
 def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
     """One row per op: intensity, which roof bounds it, attainable vs achieved TFLOP/s, share of the roof.
 
-    The share is the achieved TFLOP/s over the roof's, each as the table shows it (:func:`roof_pct_as_shown`), and
-    it is kept as shown: a figure recorded from the column, and :func:`shares_of_roof`'s sentence, read as the
-    table does (03 read conv1 9.6% beside 10.5 ÷ 110, which is 9.5%).
+    Each derived column is the reader's arithmetic on the cells as the table shows them (``tables``' ``derived``):
+    FLOP/byte is GFLOP ÷ MB, the roof is the lower of the compute ceiling and FLOP/byte × the copy bandwidth as
+    printed (:func:`ceilings_as_shown`), achieved is GFLOP ÷ ms, the share is achieved ÷ roof. The columns are kept
+    as shown: a figure recorded from them, and :func:`shares_of_roof`'s sentence, read as the table does (03 read
+    conv1 9.6% beside 10.5 ÷ 110, which is 9.5%, and "0.206 GFLOP … 0.195 ms … 1.05 TFLOP/s", where 0.206 ÷ 0.195
+    is 1.06).
     """
     import pandas as pd
 
+    peak, gb_per_s = ceilings_as_shown(ceil)
     rows = []
     for p in points:
         roof = attainable_tflops(p.intensity, ceil)
         rows.append({"op": p.name, "kind": p.kind, "GFLOP": p.flops / 1e9, "MB moved": p.bytes / 1e6,
                      "FLOP/byte": p.intensity, "bound": p.bound(ceil), "ms": p.ms,
                      "roof TFLOP/s": roof, "achieved TFLOP/s": p.achieved_tflops,
-                     "share of roof": None if p.ms is None else roof_pct_as_shown(p.achieved_tflops, roof) / 100})
+                     "share of roof": None if p.ms is None else p.achieved_tflops / roof})
     df = pd.DataFrame(rows)
-    reason = _above_roof_reason([p for p, r in zip(points, rows) if (r["share of roof"] or 0) > 1], ceil)
+    df.attrs["derived"] = {
+        "FLOP/byte": lambda r: 1e3 * r["GFLOP"] / r["MB moved"],
+        "roof TFLOP/s": lambda r: min(peak, r["FLOP/byte"] * gb_per_s / 1e3),
+        "achieved TFLOP/s": lambda r: r["GFLOP"] / r["ms"],
+        "share of roof": lambda r: r["achieved TFLOP/s"] / r["roof TFLOP/s"],
+    }
+    df = tables.with_ratios_as_shown(df)
+    reason = _above_roof_reason([p for p, share in zip(points, df["share of roof"]) if (share or 0) > 1], ceil)
     if reason:
         df.attrs["above_roof"] = {"share of roof": reason}
     return df

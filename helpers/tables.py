@@ -32,9 +32,21 @@ How a column reads follows from its name, as the course names things (``img_per_
   so a reader's own division agrees with it (03's optimizer table read "× vs for-loop 9.6" beside 1.3 ms and
   0.13 ms, where the unrounded times gave 9.6 and the printed ones give 10). ``table.data`` keeps the unrounded
   ratio; a helper whose ratio column is recorded as a figure returns :func:`with_ratios_as_shown` instead.
+  ``(column, base row, "saved % of base")``: a saving against the base row in % (100 × (1 − row ÷ base)),
+  computed from the figures as shown the same way (04's "memory saved vs fp32 %" read 31.7 beside peaks of 11.9
+  and 8.10 GiB, where those give 31.9).
+- ``attrs["derived"] = {column: function(row) -> value}``: a column computed from other columns of its row, shown
+  as computed from those columns *as shown*, in the order given (a later one may use an earlier one's shown cell).
+  ``row[name]`` is the number that column's cell shows (a ``"fraction"`` column's in %, as printed), or None where
+  it shows none; the function returns the value in the column's own units (a fraction 0–1), or None to keep the
+  cell. 03's roofline read "0.206 GFLOP … 0.195 ms … 1.05 TFLOP/s", where 0.206 ÷ 0.195 is 1.06.
+  :func:`with_ratios_as_shown` writes these cells back into the data as well.
+- ``attrs["decimals"] = {column: n}``: that column to ``n`` decimal places, as a sentence beside the table prints
+  it (04's peaks, "11.85 GiB" in its sentences, read 11.9 in its table).
 
 Kinds: ``"whole"`` (``7,363``), ``"sig"`` (three significant figures, ``53.1``, ``0.0548``, whole numbers with
-thousands separators from 1,000 on), ``"percent"`` (already in %: ``73.8``), ``"fraction"`` (a share 0–1 shown
+thousands separators from 1,000 on), ``"sig4"`` (four: a figure the sentences beside it divide by, as 00's
+12.06 GFLOP per image, which read 12.1 in its table beside the 65,340 img/s that 788 ÷ 12.06 gives), ``"percent"`` (already in %: ``73.8``), ``"fraction"`` (a share 0–1 shown
 in %: ``0.738`` → ``73.8``, and its column gains "%"), ``"text"`` (as it is). Booleans read yes/no.
 """
 
@@ -49,7 +61,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 __all__ = ["KINDS", "Table", "readable", "set_device_caption", "label", "sig", "whole", "times", "times_as_shown", "change_as_shown", "rounded", "percents_as_shown", "shown_number", "shown_numbers", "times_over", "rate_text", "rate_of_text", "not_a_number_figures", "arithmetic_disagreements", "percent", "digits_for_spread", "column_kind",
            "unreadable_cells", "NOT_EXPLAINED", "ABOVE_ROOF_UNEXPLAINED"]
 
-KINDS = ("whole", "sig", "percent", "fraction", "text")
+KINDS = ("whole", "sig", "sig4", "percent", "fraction", "text")
 MISSING = "—"
 #: A column's kind, or a function of the row that gives the kind of that row's cell.
 Kind = Union[str, Callable[[Any], str]]
@@ -168,14 +180,16 @@ def times(v: float, digits: int = 3) -> str:
 
 def times_over(rate: float, base: float, what: str = "the baseline") -> str:
     """``rate`` over ``base`` as "N× ``what``", or, where either was not measured (NaN: a time box cut its run
-    short) or ``base`` is not above zero, words that say so: never "nan×" in a sentence.
+    short) or ``base`` is not above zero, words that say so: never "nan×" in a sentence. The two rates are divided
+    as the sentences beside it print them, whole (02 read "4,359 img/s = 6.88× the baseline" beside the baseline's
+    633 img/s, where 4,359 ÷ 633 is 6.89).
 
-    >>> times_over(1200.0, 400.0), times_over(1200.0, float("nan"))
-    ('3.00× the baseline', 'no ratio to the baseline (a figure of it was not measured in this run)')
+    >>> times_over(1200.0, 400.0), times_over(1200.0, float("nan")), times_over(4358.8, 633.4)
+    ('3.00× the baseline', 'no ratio to the baseline (a figure of it was not measured in this run)', '6.89× the baseline')
     """
-    if not (math.isfinite(rate) and math.isfinite(base) and base > 0):
+    if not (math.isfinite(rate) and math.isfinite(base) and round(base) > 0):
         return f"no ratio to {what} (a figure of it was not measured in this run)"
-    return f"{times(rate / base)} {what}"
+    return f"{times(round(rate) / round(base))} {what}"
 
 
 #: What a sentence says in place of a rate a time box cut short (NaN).
@@ -388,6 +402,8 @@ def _cell(v: Any, kind: str, digits: int) -> str:
         return percent(100 * v)
     if kind == "text":
         return str(v)
+    if kind == "sig4":
+        return sig(v, 4)
     return sig(v, digits)
 
 
@@ -436,6 +452,7 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
     why = {**df.attrs.get("missing", {}), **(missing or {})}
     spread = spread or df.attrs.get("spread")
     spread_of = df.attrs.get("spread_of")
+    decimals = dict(df.attrs.get("decimals") or {})
     for kind in formats.values():
         if not callable(kind) and kind not in KINDS:
             raise ValueError(f"unknown column kind {kind!r}; use one of {', '.join(KINDS)}.")
@@ -450,7 +467,10 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
         kinds = [kind(row) for _, row in df.iterrows()] if callable(kind) else [kind] * len(df)
         follows = col != spread and (spread_of is None or col in spread_of)
         col_digits = row_digits if follows else [digits] * len(df)
-        cells.append([_cell(v, k, d) for v, k, d in zip(values, kinds, col_digits)])
+        if col in decimals:  # the column's own decimal places win over the spread's figures
+            cells.append([MISSING if _missing(v) else f"{float(v):,.{decimals[col]}f}" for v in values])
+        else:
+            cells.append([_cell(v, k, d) for v, k, d in zip(values, kinds, col_digits)])
         digits_of.append(col_digits)
         for row, v in zip(df.index, values):
             if _missing(v):  # the column's reason, else the row's (a transposed table keeps its reasons by name)
@@ -460,6 +480,7 @@ def readable(df, *, formats: Mapping[str, Kind] | None = None, missing: Mapping[
                 if str(label(name)) not in labels:
                     labels.append(str(label(name)))
     _ratios_as_shown(df, cells, digits_of)
+    _derived_as_shown(df, cells, digits_of, formats)
     above = df.attrs.get("above_roof", {})
     for j, col in enumerate(df.columns):  # a share of a measured roof past 100%: said why, or flagged
         kind = formats.get(col) or column_kind(col, df.iloc[:, j])
@@ -498,14 +519,15 @@ def with_ratios_as_shown(df):
     out = df.copy()
     out.attrs = dict(df.attrs)
     columns = list(df.columns)
-    for ratio in (df.attrs.get("ratio_of") or {}):
+    for ratio in (*(df.attrs.get("ratio_of") or {}), *(df.attrs.get("derived") or {})):
         if ratio not in columns:
             continue
         j = columns.index(ratio)
+        per_cent = column_kind(ratio, df.iloc[:, j]) == "fraction"  # shown in %, kept as a share
         for i, cell in enumerate(shown.iloc[:, j]):
             v = shown_number(cell)
             if v is not None:
-                out.iloc[i, j] = v
+                out.iloc[i, j] = v / 100 if per_cent else v
     return out
 
 
@@ -514,9 +536,9 @@ def _ratios_as_shown(df, cells: list[list[str]], digits_of: list[list[int]]) -> 
     columns = list(df.columns)
     for ratio, spec in (df.attrs.get("ratio_of") or {}).items():
         of, base, how = spec
-        if how not in ("base/row", "row/base", "column/column"):
-            raise ValueError(f"ratio_of[{ratio!r}]: say 'base/row' (a speed-up from times), 'row/base' or "
-                             f"'column/column', not {how!r}.")
+        if how not in ("base/row", "row/base", "column/column", "saved % of base"):
+            raise ValueError(f"ratio_of[{ratio!r}]: say 'base/row' (a speed-up from times), 'row/base', "
+                             f"'column/column' or 'saved % of base', not {how!r}.")
         by_column = how == "column/column"
         if ratio not in columns or of not in columns or (base not in columns if by_column else base not in df.index):
             continue  # a part of the table (a column or the base row left out): its ratios stay as computed
@@ -532,7 +554,45 @@ def _ratios_as_shown(df, cells: list[list[str]], digits_of: list[list[int]]) -> 
             v = shown_number(cell)
             if b is None or v is None or b == 0 or v == 0:
                 continue  # "—" or a cut-short run: the cell keeps what it said
-            cells[j_ratio][i] = sig(b / v if how == "base/row" else v / b, digits_of[j_ratio][i])
+            if how == "saved % of base":
+                cells[j_ratio][i] = percent(100 * (1 - v / b))
+            else:
+                cells[j_ratio][i] = sig(b / v if how == "base/row" else v / b, digits_of[j_ratio][i])
+
+
+class _ShownRow(Mapping):
+    """One row of a table as its cells show it: column name → the number shown (None where none is)."""
+
+    def __init__(self, columns: list[Any], cells: list[list[str]], i: int):
+        self._columns, self._cells, self._i = columns, cells, i
+
+    def __getitem__(self, name: Any) -> float | None:
+        return shown_number(self._cells[self._columns.index(name)][self._i])
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
+def _derived_as_shown(df, cells: list[list[str]], digits_of: list[list[int]], formats: Mapping[str, Any]) -> None:
+    """Each ``attrs["derived"]`` column's cells computed from its row's cells as shown, in the order given."""
+    columns = list(df.columns)
+    for col, fn in (df.attrs.get("derived") or {}).items():
+        if col not in columns:
+            continue
+        j = columns.index(col)
+        kind = formats.get(col) or column_kind(col, df.iloc[:, j])
+        for i in range(len(df)):
+            try:
+                v = fn(_ShownRow(columns, cells, i))
+            except (TypeError, ZeroDivisionError):  # an input shows "—" (None) or 0: the cell keeps what it said
+                continue
+            if v is None or not math.isfinite(v):
+                continue
+            k = kind(df.iloc[i]) if callable(kind) else kind
+            cells[j][i] = _cell(v, k, digits_of[j][i])
 
 
 def shown_number(cell: Any) -> float | None:

@@ -255,7 +255,9 @@ def test_step_roofline_groups_the_kernels_and_says_what_it_left_off():
     t = k.table(ceil)
     pool = t.set_index("kernels").loc["fused pool forward"]
     assert pool["bound"] == "memory"
-    assert pool["GB/s moved"] == pytest.approx(step_costs(model, image_size=16, batch=2)["fused pool forward"][1] / 1e-3 / 1e9)
+    # kept as the table shows it, the achieved rate over FLOP/byte as shown: three figures of the bytes moved
+    assert pool["GB/s moved"] == pytest.approx(step_costs(model, image_size=16, batch=2)["fused pool forward"][1] / 1e-3 / 1e9,
+                                               rel=1e-2)
     # on the memory roof: bytes/s over bandwidth, to the rounding of the shown rates the share is computed from
     assert pool["% of roof"] == pytest.approx(100 * pool["GB/s moved"] / 1.0, rel=1e-2)
     assert set(k.readable(ceil).shown.index) == set(t["kernels"])
@@ -294,6 +296,9 @@ def test_reflection_names_the_change_that_paid_most_and_what_to_try_next(session
                           "img/s, +2.0 MFU points"), one
     refused = _with_checks(_run(baseline, "+ cheat", 9000.0, 90.0), images_seen="half")
     assert reflection([*runs, refused], None, session).paid_most.startswith("By factor, data")  # refused: not counted
+    # the points are the MFUs as the comparison table prints them: 06 read "+9.5 MFU points" beside 14.0 and 23.4
+    printed = [_run(baseline, "baseline", 100.0, 13.96), _run(baseline, "+ batch", 170.0, 23.44)]
+    assert "+9.4 MFU points" in reflection(printed, None, session).paid_most
     k = step_roofline(_StepProfile(), models.ReferenceCNN(16), image_size=16, batch=2)
     r = reflection(runs, k, session)
     assert r.biggest_bottleneck.startswith("convolutions take 3.00 ms per step, 37.5% of the top rung's kernel time (8.00 ms)")

@@ -44,17 +44,17 @@ def test_each_rungs_line_says_how_many_samples_its_utilisation_rests_on():
                             mem_total_gib=None, peak_allocated_gib=None, mean_power_w=None, slowdown_share=None,
                             img_per_s=None, steps=96)
     top = dataclasses.replace(v, steady=steady, nvml_util_pct=100.0, gpm_sm_pct=91.7,
-                              monitor=MonitorRecord("nvml", [0], 0.1), train=dataclasses.replace(v.train, wall_s=1.12))
-    # the interval as taken (1.1 s over 11 samples), and that the warm-up was not timed
-    assert top.steady_basis() == ("11 samples over the 1.1 s of timed steps, about one every 0.10 s, after untimed "
+                              monitor=MonitorRecord("nvml", [0], 0.1), train=dataclasses.replace(v.train, wall_s=1.12, steps=76))
+    # the interval as taken (1.1 s over 11 samples), how many steps were timed, and that the warm-up was not
+    assert top.steady_basis() == ("11 samples over the 1.1 s of 76 timed steps, about one every 0.10 s, after untimed "
                                   "warm-up steps")
     assert str(top).count("(") == str(top).count(")") and "((" not in str(top) and "))" not in str(top)
-    assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of timed steps, about one every 0.10 s" in str(top)
+    assert "NVML 100%, GPM SM 92% (11 samples over the 1.1 s of 76 timed steps, about one every 0.10 s" in str(top)
     # the interval is the reader's division of the seconds printed (06 read "7 samples over the 1.3 s … about one
     # every 0.18 s" from 1.26 s, where 1.3 ÷ 7 is 0.19)
     seven = dataclasses.replace(top, steady=dataclasses.replace(steady, samples=7),
-                                train=dataclasses.replace(v.train, wall_s=1.26))
-    assert seven.steady_basis().startswith("7 samples over the 1.3 s of timed steps, about one every 0.19 s")
+                                train=dataclasses.replace(v.train, wall_s=1.26, steps=1))
+    assert seven.steady_basis().startswith("7 samples over the 1.3 s of 1 timed step, about one every 0.19 s")
     two = dataclasses.replace(top, monitor=MonitorRecord("nvml", [0, 1], 0.1),
                               steady=dataclasses.replace(steady, samples=22))
     assert two.steady_basis().startswith("11 samples")  # one row per GPU per moment: 11 moments

@@ -9,7 +9,7 @@ from fakes import tiny_challenge, tiny_session
 
 from helpers.challenge.harness import Submission, energy_missing, judge, readable_table
 from helpers.challenge.report import write_report
-from helpers.challenge.to_target import TrainingVerdict, training_table
+from helpers.challenge.to_target import TrainingVerdict, energy_text, training_table
 from helpers.monitor import MonitorSummary
 
 
@@ -89,7 +89,7 @@ def test_the_learners_to_target_table_and_verdict_carry_the_runs_energy():
                           images=24_576, img_per_s=819.2, mfu_pct=nan, peak_mem_gib=None, nvml_util_pct=None,
                           gpm_sm_pct=None, rehearsal_s=1.0, monitor=None, bounded=False, energy_j=9_000.0,
                           j_per_image=0.3)
-    assert "board energy 9 kJ (300 mJ per image)" in str(run)
+    assert "board energy 9.00 kJ (300 mJ per image)" in str(run)  # three figures: "9 kJ" had dropped two
     assert run.row()["energy_j"] == 9_000.0
     cpu = dataclasses.replace(run, name="cpu", energy_j=None, j_per_image=None,
                               energy_missing="no board energy counter here")
@@ -98,3 +98,12 @@ def test_the_learners_to_target_table_and_verdict_carry_the_runs_energy():
     assert "energy: no board energy counter here" in t.notes[0]
     assert "board energy" not in str(cpu)
 
+
+
+def test_the_total_energy_is_printed_to_the_figures_its_division_by_the_images_needs():
+    # 06 read "2.19 kJ (357 mJ per image)" over 6,144 images: 2,190 ÷ 6,144 is 356
+    total = 0.35694 * 6_144
+    assert energy_text(total, 0.35694) == "board energy 2.193 kJ (357 mJ per image)"
+    assert energy_text(36_864 * 0.0325, 0.0325) == "board energy 1.198 kJ (32.5 mJ per image)"  # "1.2 kJ" before
+    assert energy_text(36_864 * 0.0326, 0.0326) == "board energy 1.20 kJ (32.6 mJ per image)"  # three suffice
+    assert energy_text(950.0, None) == "board energy 950 J"

@@ -66,6 +66,14 @@ def test_reference_analysis_passes_on_any_evidence(evidence):
     assert res.passed, res.message
 
 
+def test_the_reference_reading_divides_the_phases_as_printed():
+    # 01 read 4.15 beside phases printed to the hundredth (38.49 ÷ 9.26 is 4.16); here 38.48 ÷ 9.26, as printed
+    evidence = nb01.BaselineEvidence(util_pct=18.0, util_source="nvml", img_per_s=651.0, ceiling_img_per_s=65_340.0,
+                                     phase_ms={"data": 26.4749, "h2d": 2.7549, "compute": 9.2649, "other": 0.0})
+    assert round(evidence.speedup_if_only_compute(), 2) == 4.15
+    assert nb01.baseline_analysis(evidence).speedup_if_only_compute_x == 4.16  # 38.48 ÷ 9.26 = 4.156
+
+
 def test_a_good_learner_answer_passes():
     # read from the printed numbers: step 64 ms over compute 10 ms, 66,000 over 500 img/s, both rounded
     answer = BaselineAnalysis(gpu_util_pct=35, bottlenecks=["data_loading", "compute"], speedup_if_only_compute_x=6,

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from helpers import env, models
+from helpers import env, inference, models
 from helpers.inference import VARIANTS, LatencyPoint, ServingSweep, ServingVariant, percentile, serve_sweep
 
 
@@ -37,7 +37,7 @@ def test_a_sweep_on_a_cpu_measures_what_can_run_and_says_why_the_rest_cannot(swe
     if not bf16:
         assert "it would run as eager fp32" in sweep.skipped["eager bf16"]
     for p in sweep.points:
-        assert 100 <= p.samples <= 1000 and 0 < p.p50_ms <= p.p99_ms and p.img_per_s == pytest.approx(p.batch / p.mean_ms * 1e3)
+        assert 100 <= p.samples <= 1000 and 0 < p.p50_ms <= p.p99_ms and p.img_per_s == pytest.approx(p.batch / p.mean_ms * 1e3, rel=0.005)
         assert p.correct, p  # every variant computes what eager fp32 does, within its precision
     assert not sweep.wrong
     assert sweep.of("eager fp32")[0].max_rel_err == 0.0  # the reference itself
@@ -135,3 +135,13 @@ def test_a_variant_slower_at_a_smaller_batch_is_said_under_the_table():
                                             "the host's work per call (its Python, a compiled function's guards, the "
                                             "launches) or a GPU that short calls leave idle running slower, not "
                                             "measured apart here"]
+
+
+def test_img_per_s_is_the_batch_over_the_mean_call_as_the_table_prints_it():
+    # 06's serving table read 40,106 img/s beside batch 64 and a mean of 1.60 ms, which give 40,000
+    p = inference.LatencyPoint(variant="compiled + graph", precision="bf16", batch=64, p50_ms=1.58, p99_ms=1.7,
+                               mean_ms=1.59577, samples=500, max_rel_err=0.0)
+    sweep = inference.ServingSweep(points=(p,), skipped={}, image_size=224, device="cuda")
+    row = sweep.readable().shown.iloc[0]
+    assert (row["batch"], row["mean ms"], row["img/s (batch ÷ mean)"]) == ("64", "1.60", "40,000")
+    assert p.img_per_s == pytest.approx(40_000.0)

@@ -122,6 +122,13 @@ def test_compare_precisions_trains_each_from_the_same_start():
     tail = r.losses[-max(1, len(r.losses) // 4):]
     assert table.loc["bf16 autocast", precision.LOSS_COLUMN] == pytest.approx(sum(tail) / len(tail))
     assert "final loss" not in table.columns
+    # on a GPU: the peaks to the hundredth the sentences print, the saving from them as shown (04 read 31.7 beside
+    # 11.9 and 8.10 GiB, which give 31.9, and -40.4 beside 16.6 and 11.9)
+    peaks = {"fp32, no TF32": 16.6449, "fp32 (PyTorch's default: TF32 convolutions)": 11.8514, "bf16 autocast": 8.0966}
+    gpu = {name: dataclasses.replace(r, peak_allocated_gib=peaks[name]) for name, r in runs.items()}
+    shown = readable(precision.precision_table(gpu)).shown
+    assert list(shown["PyTorch allocated peak GiB"]) == ["16.64", "11.85", "8.10"]
+    assert list(shown["memory saved vs fp32 %"]) == ["-40.4", "0", "31.6"]  # 1 - 8.10 / 11.85, -(16.64 / 11.85 - 1)
     fig = precision.loss_figure(runs)
     assert len(fig.data) == 3 and fig.layout.legend.orientation == "h"  # long names under the plot, not beside it
     assert figure_check.problems(fig) == []

@@ -38,8 +38,8 @@ def test_samples_every_nvml_field_in_the_background(fake_nvml):
     assert "GPU memory used (NVML) peak 2.00 GiB, PyTorch allocated not sampled" in str(s)
     assert "peak memory" not in str(s) and "allocated peak" not in str(s)  # the exact peak is the training summary's
     # a handful of samples says so (07's top rungs read "NVML 100%" from 2 samples over 0.3 s)
-    few = dataclasses.replace(s, samples=2)
-    assert "2 samples (too few to read a steady state from" in str(few)
+    few = dataclasses.replace(s, samples=2, duration_s=0.3)
+    assert "2 samples across 0.3 s (too few to read a steady state from" in str(few)
     assert ("too few" in str(s)) is (s.samples < 5)
     assert s.mean_power_w == pytest.approx(250.0)
     assert s.mean_sm_active_pct is None  # no GPM on this fake

@@ -726,7 +726,7 @@ def test_the_recordings_closing_sync_is_not_counted_as_a_steps():
     note = next(n for n in t.notes if "closes each recording" in n)
     # the call's own time, as the API table's note below reads it (03 read 44.6 ms here, the NVTX range, and 44.4 ms
     # there); the baseline's closing range has no lone device sync call: its range's time
-    assert "40.5 ms in the top rung's, 0.2 ms in the baseline's" in note
+    assert "40.5 ms in the top rung's, 0.200 ms in the baseline's" in note
     assert not any("include the one that closes" in n for n in t.notes)
     assert any(n.startswith("each recording ran in a process of its own under nsys") for n in t.notes)
     # the API table itself says its largest row is that one call (03's top rung read cudaDeviceSynchronize at 93%)
@@ -788,3 +788,33 @@ def test_nsys_per_step_divides_the_times_as_the_table_shows_them():
     # 03-nsys-3's sentence reads the data (":.0f"): from the same shown times, it rounds as the table's cell does
     assert d.loc[busy, "top rung"] == pytest.approx(100 * 11.5 / 11.9) and f"{d.loc[busy, 'top rung']:.0f}" == "97"
     assert d.loc[per_image, "baseline"] == pytest.approx(1e3 * 44.9 / 32)
+
+
+def test_the_stats_tables_shares_are_the_shown_times_over_their_sum():
+    # 03's CUDA API table read cudaLaunchKernel 4.5% beside 2.02 ms in a column adding to 44.37 ms (4.55%)
+    from helpers import tables
+    from helpers.nsys_stats import ApiRow, NsysStats
+
+    api = (ApiRow("cudaDeviceSynchronize", 1, 40.8049, 0.92), ApiRow("cudaLaunchKernel", 130, 2.0151, 0.045),
+           ApiRow("cudaGraphLaunch_v10000", 10, 1.4801, 0.033), ApiRow("cuKernelGetName", 130, 0.05489, 0.001),
+           ApiRow("cudaStreamIsCapturing_v10000", 10, 0.01811, 0.0004))
+    shown = NsysStats(kernels=(), api=api, ranges=()).tables()["CUDA API"].shown
+    times = [tables.as_shown(t) for t in shown["total ms"]]
+    assert sum(times) == pytest.approx(44.3730)
+    for t, share in zip(times, shown["share %"]):
+        assert share == tables.percent(100 * t / sum(times))
+    assert list(shown["share %"])[1] == "4.6"
+
+
+def test_the_per_step_host_and_sync_times_are_the_shown_times_divided():
+    # 03 read host time 38.3 ms beside "step 5 × 191 ms", and sync time 5.50 ms where (27.4 + 0.195 − 0.0634) ÷ 5
+    # is 5.51
+    from helpers.nsys_stats import ApiRow, NsysStats, RangeRow, per_step
+
+    st = NsysStats(kernels=(), api=(ApiRow("cudaDeviceSynchronize", 11, 27.4449, 0.6),
+                                    ApiRow("cudaStreamSynchronize", 15, 0.19549, 0.01)),
+                   ranges=(RangeRow("step", 5, 191.449), RangeRow("profiled_steps", 1, 200.0),
+                           RangeRow("closing sync", 1, 0.06344)))
+    d = per_step({"baseline": st}).data
+    assert d.loc["host time inside the step, ms", "baseline"] == pytest.approx(191 / 5)
+    assert d.loc["time in synchronizing calls, ms", "baseline"] == pytest.approx((27.4 + 0.195 - 0.0634) / 5)

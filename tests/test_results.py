@@ -126,3 +126,15 @@ def test_each_figure_keeps_the_day_it_was_measured_when_a_later_run_adds_to_the_
     ddp = results.recorded_elsewhere(["ddp2_efficiency_pct_bs256"], folder=tmp_path)
     gpt = results.recorded_elsewhere(["gpt_shard_zero_vs_ddp_x"], where="gpt_shard_gpus", folder=tmp_path)
     assert list(ddp.date) == ["2026-11-27"] and list(gpt.date) == ["2026-11-28"]
+
+
+def test_the_flops_per_image_reads_to_the_four_figures_its_ceiling_is_divided_by(tmp_path):
+    # 00 printed "65,340 img/s (788 TFLOP/s ÷ 12.06 GFLOP per image)" above a table that read 12.1, where 788 ÷ 12.1
+    # is 65,124
+    from helpers import tables
+
+    path = results.record({"ceiling_bf16_tflops": 787.93, "reference_gflop_per_image": 12.0594,
+                           "reference_ceiling_img_per_s": 788e3 / 12.06}, path=tmp_path / "gpu.json")
+    shown = dict(tables.readable(results.figures_table(path)).shown[["figure", "value"]].to_numpy())
+    assert (shown["ceiling_bf16_tflops"], shown["reference_gflop_per_image"]) == ("788", "12.06")
+    assert shown["reference_ceiling_img_per_s"] == f"{788e3 / 12.06:,.0f}"

@@ -46,18 +46,24 @@ def test_the_fixture_reproduces_the_reported_cases():
 def test_the_points_tables_share_of_roof_is_the_shown_rates_quotient():
     table = roofline.points_table(OPS, H200)
     shown = tables.readable(table).shown.set_index("op")
-    assert list(shown["share of roof %"]) == ["9.5", "35.4", "51.8", "39.5", "98.3"]
+    assert list(shown["share of roof %"]) == ["9.5", "35.5", "51.8", "39.4", "98.5"]
     for _, row in shown.iterrows():
         assert row["share of roof %"] == _shown_quotient(row)
+        # every derived cell is the reader's arithmetic on the cells beside it (03 read "0.206 GFLOP … 0.195 ms …
+        # 1.05 TFLOP/s", where 0.206 ÷ 0.195 is 1.06)
+        gflop, mb, ms = (tables.as_shown(row[c]) for c in ("GFLOP", "MB moved", "ms"))
+        assert row["FLOP/byte"] == tables.sig(1e3 * gflop / mb)
+        assert row["roof TFLOP/s"] == tables.sig(min(787, tables.as_shown(row["FLOP/byte"]) * 4.264))
+        assert row["achieved TFLOP/s"] == tables.sig(gflop / ms)
     # the figure 03 records from the column reads as the table does
     assert dict(zip(table.op, table["share of roof"]))["conv3"] == pytest.approx(0.518)
 
 
 def test_the_shares_of_roof_sentences_read_as_the_table():
     table = roofline.points_table(OPS, H200)
-    assert roofline.shares_of_roof(table, "memory") == ("memory-bound: conv1 9.5%, pool·1 35.4%, fc1 39.5% of "
+    assert roofline.shares_of_roof(table, "memory") == ("memory-bound: conv1 9.5%, pool·1 35.5%, fc1 39.4% of "
                                                         "their roofs")
-    assert roofline.shares_of_roof(table, "compute") == ("compute-bound: conv3 51.8%, given: matmul 98.3% of "
+    assert roofline.shares_of_roof(table, "compute") == ("compute-bound: conv3 51.8%, given: matmul 98.5% of "
                                                          "their roofs")
 
 
@@ -125,12 +131,16 @@ def test_06s_top_rung_table_shares_are_the_shown_rates_quotient():
     assert [_exact_pct(p, H200) for p in (fc, pool)] == ["52.8", "80.5"]
     kernels = _step_kernels([fc, pool])
     shown = kernels.readable(H200).shown
-    assert list(shown["% of roof"]) == ["52.9", "80.6"]
+    # the roof is FLOP/byte × 4.264 as shown (170 × 4.264 = 725, not the unrounded 726), so FC reads 384 ÷ 725
+    assert list(shown["roof TFLOP/s"]) == ["725", "3.10"] and list(shown["% of roof"]) == ["53.0", "80.6"]
     for _, row in shown.iterrows():
         assert row["% of roof"] == _shown_quotient(row)
+        fpb, achieved = tables.as_shown(row["FLOP/byte"]), tables.as_shown(row["achieved TFLOP/s"])
+        assert row["roof TFLOP/s"] == tables.sig(min(787, fpb * 4.264))
+        assert row["GB/s moved"] == tables.sig(1e3 * achieved / fpb)  # 06 read 2,247 where 383 ÷ 170 is 2,253
     # the figures 06 records from the table read as the table does
     recorded = kernels.table(H200).set_index("kernels")["% of roof"]
-    assert recorded["fused pool forward"] == 80.6 and recorded["fully connected (GEMM)"] == 52.9
+    assert recorded["fused pool forward"] == 80.6 and recorded["fully connected (GEMM)"] == 53.0
 
 
 def test_06s_table_keeps_the_reason_for_a_share_past_its_roof():

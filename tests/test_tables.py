@@ -317,3 +317,32 @@ def test_with_ratios_as_shown_records_what_the_table_reads():
     assert float(shown["× vs unfused"].iloc[1]) == tables.as_shown(tables.readable(df).shown.iloc[1, 3]) == 5.21
     assert shown.attrs["ratio_of"] == df.attrs["ratio_of"] and float(shown["ms"].iloc[1]) == 0.2653  # times kept
     assert round(float(df["× vs unfused"].iloc[1]), 2) == 5.20  # the caller's frame is not changed
+
+
+def test_a_derived_column_is_the_arithmetic_of_its_rows_cells_as_shown_in_order():
+    # 03's roofline read "0.206 GFLOP … 0.195 ms … 1.05 TFLOP/s", where 0.206 ÷ 0.195 is 1.06
+    df = pd.DataFrame({"GFLOP": [0.20612, 1.0], "ms": [0.19514, None], "achieved TFLOP/s": [1.0563, None],
+                       "roof TFLOP/s": [1.0662, 1.0662], "share of roof": [0.9907, None]})
+    df.attrs["derived"] = {"achieved TFLOP/s": lambda r: r["GFLOP"] / r["ms"],
+                           "share of roof": lambda r: r["achieved TFLOP/s"] / r["roof TFLOP/s"]}
+    shown = tables.readable(df).shown
+    assert list(shown.iloc[0]) == ["0.206", "0.195", "1.06", "1.07", "99.1"]  # the share from 1.06 ÷ 1.07
+    assert list(shown.iloc[1])[1:3] == [tables.MISSING, tables.MISSING]  # an input shows none: the cell keeps "—"
+    kept = tables.with_ratios_as_shown(df)
+    assert kept["achieved TFLOP/s"].iloc[0] == 1.06 and kept["share of roof"].iloc[0] == pytest.approx(0.991)
+    assert df["achieved TFLOP/s"].iloc[0] == 1.0563  # the frame passed in is left as it was
+
+
+def test_a_saving_against_the_base_row_and_a_column_to_fixed_decimals_read_as_shown():
+    # 04 read "memory saved vs fp32 %" 31.7 beside peaks of 11.9 and 8.10 GiB (which give 31.9), and the sentences
+    # beside it printed the peaks to the hundredth
+    df = pd.DataFrame({"peak GiB": [11.8514, 8.0966, 16.6449]}, index=["fp32", "bf16", "no TF32"])
+    df["saved %"] = 100 * (1 - df["peak GiB"] / df.loc["fp32", "peak GiB"])
+    df.attrs["ratio_of"] = {"saved %": ("peak GiB", "fp32", "saved % of base")}
+    df.attrs["decimals"] = {"peak GiB": 2}
+    shown = tables.readable(df).shown
+    assert list(shown["peak GiB"]) == ["11.85", "8.10", "16.64"]
+    assert list(shown["saved %"]) == ["0", "31.6", "-40.4"]
+    with pytest.raises(ValueError, match="saved % of base"):
+        tables.readable(df.assign(x=1.0).pipe(lambda d: d.attrs.update(ratio_of={"x": ("peak GiB", "fp32", "?")})
+                                              or d))

@@ -113,6 +113,10 @@ def test_an_honest_run_reaches_the_target_with_its_figures_from_the_harness(sess
     assert "reached the target" in str(v) and "passed every rule" in str(v)
     # the spot check ran on the copy the harness took during the run, after the clock stopped
     assert "at the spot check after" in v.checks["same_function"][1]
+    # the monitor's img/s over the timed phase is the verdict's: its images over the judge's clock (06 had read the
+    # monitor's 585 img/s beside the verdict's 580 for one run)
+    steady = v.monitor.summary(phase="honest: timed")
+    assert steady.img_per_s == pytest.approx(v.img_per_s)
 
 
 def test_the_loader_route_is_judged_the_same_way(session):

@@ -185,8 +185,11 @@ class Verdict:
         shown = tables.sig(wall, 2)
         every = f", about one every {tables.sig(tables.as_shown(shown) / n, 2)} s" if n > 1 else ""
         # no parentheses: the verdict's line already sets this sentence in them
-        return (f"{n} sample{'s' if n != 1 else ''} over the {shown} s of timed steps{every}, "
-                "after untimed warm-up steps")
+        # the timed steps counted: "5 samples over the 0.90 s of timed steps" beside 24,576 images had read as
+        # those images' time, where 20 of the 96 steps were untimed warm-up
+        steps = self.train.steps
+        return (f"{n} sample{'s' if n != 1 else ''} over the {shown} s of {steps} timed step{'s' if steps != 1 else ''}"
+                f"{every}, after untimed warm-up steps")
 
     @property
     def reasons(self) -> list[str]:

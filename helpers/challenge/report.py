@@ -66,8 +66,10 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
     # the largest factor and the largest amount can be different changes (a large factor on a small number adds little)
     # the factor and the amount from the img/s as each verdict's line prints them (whole): a reader's arithmetic on
     # those lines gives them (harness.speedup_as_shown; 06's channels_last had read 7.76× beside 5,591 and 721)
+    # and the MFU points from the MFUs as the comparison table prints them ("+9.5 MFU points" had stood beside 14.0
+    # and 23.4)
     gains = [(speedup_as_shown(b.img_per_s, a.img_per_s), _whole(b.img_per_s) - _whole(a.img_per_s),
-              b.mfu_pct - a.mfu_pct, b.name) for a, b in zip(ok, ok[1:])]
+              _pct_shown(b.mfu_pct) - _pct_shown(a.mfu_pct), b.name) for a, b in zip(ok, ok[1:])]
     if gains:
         ratio, _, _, name = max(gains)
         _, added, pts, name_added = max(gains, key=lambda g: g[1])
@@ -245,6 +247,11 @@ def _baseline_analysis(base: Verdict, session: Session) -> str:
             f"{session.ceiling_img_per_s:,.0f} img/s, {tables.times(base.speedup_bound)} the baseline, the most any run "
             f"could gain on this machine.</p>" if base.bounded else f"Its MFU and the most a run could gain are "
             f"{_h(bench.NOT_A_BOUND)}.</p>"))
+
+
+def _pct_shown(pct: float) -> float:
+    """A percentage as the tables print it (``tables.percent``), read back: what a reader subtracts."""
+    return tables.as_shown(tables.percent(pct)) if math.isfinite(pct) else pct
 
 
 def _whole(img_per_s: float) -> float:

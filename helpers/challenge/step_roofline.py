@@ -33,7 +33,7 @@ from torch import nn
 
 from .. import profiling, tables
 from ..bench import Ceilings
-from ..roofline import RooflinePoint, attainable_tflops, roof_pct_as_shown
+from ..roofline import RooflinePoint, attainable_tflops, ceilings_as_shown, roof_pct_as_shown
 
 #: Why a kernel can pass its roof: the reason under a table where one does (tables.readable names the kernels).
 PAST_THE_ROOF = ("the memory roof is the bandwidth one copy kernel reached, reading and writing the same number of "
@@ -134,14 +134,25 @@ class StepKernels:
         """
         import pandas as pd
 
+        peak, gb_per_s = ceilings_as_shown(ceil)
         rows = []
         for p in self.points:
             roof = attainable_tflops(p.intensity, ceil)
-            rows.append({"kernels": p.name, "ms per step": p.ms, "share of step %": self.shares[p.name],
+            # the share is of the step's kernel time, as the line under the table says: "share of step" had read
+            # as a share of the step's wall time (6.72 ms of 11.6 is 57.9%, beside 58.0)
+            rows.append({"kernels": p.name, "ms per step": p.ms, "share of kernel time %": self.shares[p.name],
                          "FLOP/byte": p.intensity, "bound": p.bound(ceil), "achieved TFLOP/s": p.achieved_tflops,
                          "roof TFLOP/s": roof, "GB/s moved": p.bytes / (p.ms * 1e-3) / 1e9,
                          "% of roof": roof_pct_as_shown(p.achieved_tflops, roof)})
-        return pd.DataFrame(rows)
+        df = pd.DataFrame(rows)
+        # the reader's arithmetic on the cells as shown (06 read "170 … 727", where 170 × 4.265 is 725, and
+        # "383 TFLOP/s … 170 FLOP/byte … 2,247 GB/s", where 383 ÷ 170 is 2,253): tables' "derived"
+        df.attrs["derived"] = {
+            "roof TFLOP/s": lambda r: min(peak, r["FLOP/byte"] * gb_per_s / 1e3),
+            "GB/s moved": lambda r: 1e3 * r["achieved TFLOP/s"] / r["FLOP/byte"],
+            "% of roof": lambda r: 100 * r["achieved TFLOP/s"] / r["roof TFLOP/s"],
+        }
+        return tables.with_ratios_as_shown(df)
 
     def largest_saving(self, ceil: Ceilings, *, step_ms: float, mfu_pct: float) -> "Saving":
         """The group that would save the most of a ``step_ms`` step if it ran at its roof (its time now less the

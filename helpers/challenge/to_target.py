@@ -479,6 +479,8 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
                     gate.done(model, check.mapping)  # the judge's clock stops when it holds the trained weights
             finally:
                 train_s = clock.stop()
+                if train_s > 0:  # the monitor's img/s over the timed phase is then the verdict's (06 had read the
+                    mon.time_phase(f"{name}: timed", train_s)  # monitor's 585 img/s beside the verdict's 580)
                 peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
                 # what it left in this process that would act on the judge's own work goes first; then the weights
                 found = leftovers.take_away(in_process)
@@ -721,7 +723,19 @@ def training_table(verdicts: list[TrainingVerdict]) -> tables.Table:
 
 
 def energy_text(energy_j: float, j_per_image: float | None) -> str:
-    """A run's energy as a person reads it: ``board energy 41.2 kJ (38.1 mJ per image)``."""
-    total = f"{energy_j / 1e3:.3g} kJ" if energy_j >= 1e3 else f"{energy_j:.3g} J"
-    per = "" if j_per_image is None else f" ({tables.sig(1e3 * j_per_image)} mJ per image)"
-    return f"board energy {total}{per}"
+    """A run's energy as a person reads it: ``board energy 41.2 kJ (38.1 mJ per image)``. The two are one
+    measurement (the board's mean power times the timed phase, and that over its images), so the total is printed
+    to as many figures (three at least) as a reader needs to divide it by the images and land on the per-image
+    figure printed beside it: 06 read "2.19 kJ (357 mJ per image)" over 6,144 images, where 2,190 ÷ 6,144 is 356;
+    it now reads "2.193 kJ". The per-image figure is the one the tables show."""
+    kilo = energy_j >= 1e3
+    scale = 1e3 if kilo else 1.0
+    per = "" if j_per_image is None else tables.sig(1e3 * j_per_image)
+    total = tables.sig(energy_j / scale)
+    if j_per_image and energy_j > 0:
+        images = energy_j / j_per_image
+        for digits in range(3, 7):
+            total = tables.sig(energy_j / scale, digits)
+            if tables.sig(1e3 * tables.as_shown(total) * scale / images) == per:
+                break
+    return f"board energy {total} {'kJ' if kilo else 'J'}" + (f" ({per} mJ per image)" if per else "")

@@ -136,12 +136,15 @@ def time_loops(loops: dict[str, Callable], *, batches, size: int, device, repeat
     rows = []
     for name, (_fn, _m, _o, times) in runs.items():
         m = bench.Measurement.of(times)
-        rows.append({"loop": name, "ms": m.median_ms, "spread_pct": m.spread_pct,
+        rows.append({"loop": name, "images": images, "ms": m.median_ms, "spread_pct": m.spread_pct,
                      "img/s": images / (m.median_ms * 1e-3)})
     df = pd.DataFrame(rows).set_index("loop")
     df["× vs " + df.index[0]] = df["ms"].iloc[0] / df["ms"]
+    # img/s and the ratio are the reader's arithmetic on the images and times as shown (02 read 2,664 img/s beside
+    # 960 images and 360 ms, which give 2,667)
     df.attrs.update(spread="spread_pct", spread_of=["ms", "img/s", "× vs " + df.index[0]],
-                    ratio_of={"× vs " + df.index[0]: ("ms", df.index[0], "base/row")})
+                    ratio_of={"× vs " + df.index[0]: ("ms", df.index[0], "base/row")},
+                    derived={"img/s": lambda r: r["images"] / (r["ms"] * 1e-3)})
     return df
 
 

@@ -48,7 +48,7 @@ from .data import MarkovSource
 from .text import TextSource
 from .flops import flops_per_token as _flops_per_token
 from .model import GPT, unique_params
-from .rungs import LOSS_TOLERANCE, LadderSetup, Rung, RungConfig, RungResult, judge, ladder_rungs, plan
+from .rungs import LOSS_TOLERANCE, LadderSetup, Rung, RungConfig, RungResult, judge, ladder_rungs, plan, tokens_per_s_of
 
 __all__ = ["RungConfig", "Rung", "LadderSetup", "RungResult", "Runner", "Ladder", "ladder_rungs", "plan",
            "judge", "LOSS_TOLERANCE"]
@@ -229,7 +229,7 @@ class Ladder:
             return RungResult(**base, not_run=f"{type(e).__name__}: {said}"), None
         peak = (torch.cuda.max_memory_allocated(dev) - before) / 2**30 if dev.type == "cuda" else None
         result = RungResult(**base, losses=tuple(float(v) for v in torch.stack(losses).tolist()), step=m,
-                            tokens_per_s=s.tokens_per_step / (m.median_ms / 1e3), first_steps_s=first_s,
+                            tokens_per_s=tokens_per_s_of(s.tokens_per_step, m), first_steps_s=first_s,
                             peak_mem_gib=peak, retimed_from_spread_pct=retimed)
         runner = None
         if keep:

@@ -17,7 +17,7 @@ from .. import bench, env, tables
 from . import fp8 as _fp8
 from .model import GPTConfig
 
-__all__ = ["RungConfig", "Rung", "LadderSetup", "RungResult", "ladder_rungs", "plan", "judge", "LOSS_TOLERANCE"]
+__all__ = ["RungConfig", "Rung", "LadderSetup", "RungResult", "tokens_per_s_of", "ladder_rungs", "plan", "judge", "LOSS_TOLERANCE"]
 
 #: A rung trains worse when its mean loss over the last third of the common steps is this share above the top's.
 LOSS_TOLERANCE = 0.02
@@ -149,6 +149,17 @@ def plan(config: RungConfig, device: torch.device | str) -> tuple[torch.dtype | 
     return low, runs_as, skip
 
 
+def tokens_per_s_of(tokens_per_step: int, step: bench.Measurement) -> float:
+    """A rung's tok/s: a step's tokens over its median step *as printed* (four figures, :attr:`RungResult.step_ms_shown`),
+    so every sentence, ratio and MFU computed from it agrees with the step printed beside it. 07 had printed 43,546 tok/s
+    beside "step 1,505 ms" in the rung's line and 43,553 (from the unrounded 1,504.8 ms) in its MFU sentence. Four
+    figures move it by at most 0.05%, under the half-percent a rung must beat the one below it by.
+
+        tokens_per_s_of(65_536, m)   # m.median_ms 146.121 → 65,536 ÷ 0.1461 s = 448,569 tok/s
+    """
+    return tokens_per_step / (tables.as_shown(tables.sig(step.median_ms, 4)) / 1e3)
+
+
 @dataclasses.dataclass(frozen=True)
 class RungResult:
     """One rung, trained and timed (or why not), and judged against the top it built on."""
@@ -159,7 +170,7 @@ class RungResult:
     config: RungConfig
     losses: tuple[float, ...] = ()  # the global batch's mean loss at every optimizer step, warm-up included
     step: bench.Measurement | None = None  # the timed optimizer steps
-    tokens_per_s: float = float("nan")
+    tokens_per_s: float = float("nan")  # a step's tokens over the step as printed (tokens_per_s_of)
     first_steps_s: float | None = None  # the untimed steps' wall time (compilation included)
     peak_mem_gib: float | None = None  # GPU only
     runs_as: str = ""
@@ -186,8 +197,8 @@ class RungResult:
     def tokens_per_s_shown(self) -> float:
         """tok/s as printed: a step's tokens over the step as printed (:attr:`step_ms_shown`), so the reader's division
         of the line's figures gives it. 07 read "448,504 tok/s  step 146.1 ms" from the 146.121 ms median, where 65,536
-        tokens ÷ 146.1 ms is 448,569. What is printed only: judging a rung compares the measured :attr:`tokens_per_s`
-        (a CPU's few-ms steps, rounded, would move it by more than its spread)."""
+        tokens ÷ 146.1 ms is 448,569. A ladder's results are made with :func:`tokens_per_s_of`, so this is their
+        :attr:`tokens_per_s`; a result made with an unrounded rate prints this one."""
         tokens = round(self.tokens_per_s * self.step.median_ms / 1e3)  # tok/s is a step's tokens over its median
         return tokens / (tables.as_shown(self.step_ms_shown) / 1e3)
 

@@ -73,7 +73,9 @@ class MonitorSummary:
         thr = "" if self.img_per_s is None else f" | {self.img_per_s:,.0f} img/s"  # no steps counted: no cell
         few = (" (too few to read a steady state from: time more steps, or sample more often)"
                if self.samples < FEW_SAMPLES else "")
-        return f"{head} | {self.memory_text()}{thr} | {self.duration_s:.1f} s, {self.samples} samples{few}"
+        # "across": the samples' window, first to last (warm-up included), not the steps the img/s is over: "651 img/s
+        # | 14.1 s" had read as the run's time, where 01's timed steps took 14.7 s
+        return f"{head} | {self.memory_text()}{thr} | {self.samples} samples across {self.duration_s:.1f} s{few}"
 
     def memory_text(self) -> str:
         """The memory figures, each named: ``GPU memory used (NVML) peak 5.53 GiB, PyTorch allocated 2.02 GiB at the
