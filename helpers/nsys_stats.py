@@ -134,7 +134,7 @@ class NsysStats:
             # figures that read "0.60" beside 0.290 ms of 51.5 ms (0.56%); and from the times as the table shows
             # them (three figures), over their sum, so the reader who adds the column and divides gets the share:
             # cudaLaunchKernel read 4.5% beside 2.02 ms of a column adding to 44.37 ms (4.55%)
-            shown = [tables.as_shown(tables.sig(r.total_ms)) for r in rows]
+            shown = [_shown(r.total_ms) for r in rows]
             total = sum(shown)
             return [t / total if total > 0 else r.share for t, r in zip(shown, rows)]
 

@@ -26,7 +26,7 @@ from . import bench, env, figure_check, tables
 from .bench import Ceilings
 
 __all__ = ["KIND_COLORS", "kind_colors", "RooflinePoint", "attainable_tflops", "ceilings_as_shown", "ridge_intensity",
-           "reference_ops", "roof_pct_as_shown", "points_table", "roofline_figure", "conv_layouts", "shares_of_roof"]
+           "reference_ops", "points_table", "roofline_figure", "conv_layouts", "shares_of_roof"]
 
 
 #: One colour per kind of op, on every roofline (03's ops, 06's step): a kind keeps its colour from one to the next.
@@ -179,22 +179,6 @@ def reference_ops(model: nn.Module, *, batch: int, dtype: torch.dtype | None = N
                 ms = bench.time_it(lambda: mod(inp), warmup=3, repeats=repeats, device=dev).median_ms
         points.append(RooflinePoint(label, flops, moved, kind, ms, read_bytes=float(read)))
     return points
-
-
-def roof_pct_as_shown(achieved_tflops: float, roof_tflops: float) -> float:
-    """An op's share of its roof in %, as a table prints it (:func:`helpers.tables.percent`), from the achieved and
-    the roof TFLOP/s as the table prints them beside it (three significant figures): the reader's own division of
-    the two cells gives the share to its last digit. 03's roofline read "conv3 … 787 … 408 … 51.9" where 408 ÷ 787
-    is 51.8%, and "matmul 98.4%" beside 774 and 787 (98.3%); 06's "FC … 726 … 384 … 52.8" (384 ÷ 726 is 52.9%);
-    07's "GEMM 91.5%" beside 719 and 787 (91.4%): each share had been computed from the unrounded rates.
-
-    >>> roof_pct_as_shown(408.4, 786.53), roof_pct_as_shown(0.005694, 1.0661), roof_pct_as_shown(1.0735, 1.0661)
-    (51.8, 0.53, 100.0)
-    """
-    achieved, roof = (tables.as_shown(tables.sig(v)) for v in (achieved_tflops, roof_tflops))
-    if roof == 0:  # a roof that reads 0 gives the reader nothing to divide by: the share as measured
-        return 100 * achieved_tflops / roof_tflops
-    return tables.as_shown(tables.percent(100 * achieved / roof))
 
 
 def points_table(points: list[RooflinePoint], ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821

@@ -189,7 +189,7 @@ def times_over(rate: float, base: float, what: str = "the baseline") -> str:
     """
     if not (math.isfinite(rate) and math.isfinite(base) and round(base) > 0):
         return f"no ratio to {what} (a figure of it was not measured in this run)"
-    return f"{times(round(rate) / round(base))} {what}"
+    return f"{times_as_shown(whole(rate), whole(base))} {what}"
 
 
 #: What a sentence says in place of a rate a time box cut short (NaN).

@@ -30,7 +30,7 @@ from ..inference import ServingSweep
 from ..monitor import MonitorRecord, rolling_img_per_s, whole_run_window_s
 from ..monitor.view import COLORS as monitor_colors
 from ..profiling import TIMELINE_COLORS
-from ..roofline import attainable_tflops, kind_colors, ridge_intensity, roof_pct_as_shown
+from ..roofline import attainable_tflops, kind_colors, ridge_intensity
 from .harness import Session, Submission, Verdict, readable_table, speedup_as_shown
 from .step_roofline import StepKernels
 
@@ -107,8 +107,8 @@ def reflection(verdicts: list[Verdict], kernels: StepKernels | None, session: Se
         where = ""
         if top in kernels.shares:
             p = next(p for p in kernels.points if p.name == top)
-            # the share as the report's copy of 06's table shows it (from its rates as printed)
-            pct = roof_pct_as_shown(p.achieved_tflops, attainable_tflops(p.intensity, ceil))
+            # the share as the report's copy of 06's table shows it (its cells as shown: StepKernels.table)
+            pct = float(kernels.table(ceil).set_index("kernels")["% of roof"][top])
             where = f", at {tables.percent(pct)}% of the roof there ({p.bound(ceil)}-bound)"
         # the group's own time per step, as the table beside it gives it, and its share of all kernel time
         bottleneck = (f"{top} take {tables.sig(share / 100 * kernels.step_kernel_ms)} ms per step, "

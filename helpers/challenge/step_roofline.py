@@ -33,7 +33,7 @@ from torch import nn
 
 from .. import profiling, tables
 from ..bench import Ceilings
-from ..roofline import RooflinePoint, attainable_tflops, ceilings_as_shown, roof_pct_as_shown
+from ..roofline import RooflinePoint, attainable_tflops, ceilings_as_shown
 
 #: Why a kernel can pass its roof: the reason under a table where one does (tables.readable names the kernels).
 PAST_THE_ROOF = ("the memory roof is the bandwidth one copy kernel reached, reading and writing the same number of "
@@ -123,10 +123,10 @@ class StepKernels:
     notes: tuple[str, ...] = ()  # sentences about the figures, shown under the table (:meth:`readable`)
 
     def table(self, ceil: Ceilings) -> "pandas.DataFrame":  # noqa: F821
-        """Per point: ms per step, share of the step, FLOP/byte, which roof bounds it, achieved and roof TFLOP/s,
-        GB/s moved (full precision), and its share of the roof: the achieved TFLOP/s over the roof's as the table
-        shows them, kept as shown (:func:`~helpers.roofline.roof_pct_as_shown`), so the figures 06 records from this
-        column and the sentences written from it read as the table does. 06's table read "FC … 384 … 726 … 52.8"
+        """Per point: ms per step, share of the kernel time, FLOP/byte, which roof bounds it, achieved and roof
+        TFLOP/s, GB/s moved, and its share of the roof. The roof, GB/s and share are the reader's arithmetic on the
+        cells as the table shows them (``tables``' ``derived``), kept as shown, so the figures 06 records from this
+        table and the sentences written from it (the report's) read as the table does. 06's table read "FC … 384 … 726 … 52.8"
         (384 ÷ 726 is 52.9) and "fused pool forward … 2.50 … 3.10 … 80.5" (80.6), and 07's "GEMM … 719 … 787 … 91.5"
         (91.4): each share had been computed from the unrounded rates.
 
@@ -143,7 +143,7 @@ class StepKernels:
             rows.append({"kernels": p.name, "ms per step": p.ms, "share of kernel time %": self.shares[p.name],
                          "FLOP/byte": p.intensity, "bound": p.bound(ceil), "achieved TFLOP/s": p.achieved_tflops,
                          "roof TFLOP/s": roof, "GB/s moved": p.bytes / (p.ms * 1e-3) / 1e9,
-                         "% of roof": roof_pct_as_shown(p.achieved_tflops, roof)})
+                         "% of roof": 100 * p.achieved_tflops / roof})
         df = pd.DataFrame(rows)
         # the reader's arithmetic on the cells as shown (06 read "170 … 727", where 170 × 4.265 is 725, and
         # "383 TFLOP/s … 170 FLOP/byte … 2,247 GB/s", where 383 ÷ 170 is 2,253): tables' "derived"

@@ -157,7 +157,12 @@ def tokens_per_s_of(tokens_per_step: int, step: bench.Measurement) -> float:
 
         tokens_per_s_of(65_536, m)   # m.median_ms 146.121 → 65,536 ÷ 0.1461 s = 448,569 tok/s
     """
-    return tokens_per_step / (tables.as_shown(tables.sig(step.median_ms, 4)) / 1e3)
+    return tokens_per_step / (tables.as_shown(_step_ms_shown(step)) / 1e3)
+
+
+def _step_ms_shown(step: bench.Measurement) -> str:
+    """The median step to four figures, as a rung's line and the table of rungs print it."""
+    return tables.sig(step.median_ms, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +196,7 @@ class RungResult:
     def step_ms_shown(self) -> str:
         """The median step as the rung's line and the table of rungs print it: four figures (146.1 ms on a GPU,
         2.531 ms for a CPU's smoke step), what a step's clock reading says to a reader."""
-        return tables.sig(self.step.median_ms, 4)
+        return _step_ms_shown(self.step)
 
     @property
     def tokens_per_s_shown(self) -> float:
@@ -200,7 +205,7 @@ class RungResult:
         tokens ÷ 146.1 ms is 448,569. A ladder's results are made with :func:`tokens_per_s_of`, so this is their
         :attr:`tokens_per_s`; a result made with an unrounded rate prints this one."""
         tokens = round(self.tokens_per_s * self.step.median_ms / 1e3)  # tok/s is a step's tokens over its median
-        return tokens / (tables.as_shown(self.step_ms_shown) / 1e3)
+        return tokens_per_s_of(tokens, self.step)
 
     def __str__(self) -> str:
         if not self.ran:
