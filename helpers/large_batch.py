@@ -89,6 +89,15 @@ class Run:
     def diverged(self) -> bool:
         return not math.isfinite(self.final_loss)
 
+    @property
+    def img_per_s(self) -> float:
+        """Its images over its training time *as printed* (three figures, as the runs' table shows it), so the table's
+        img/s and every sentence quoting it are the reader's division: 04 read 6,251 img/s beside 3.93 s, where
+        24,576 ÷ 3.93 is 6,253. Three figures move it by at most 0.5%."""
+        from . import tables
+
+        return self.images / tables.as_shown(tables.sig(self.seconds)) if self.seconds > 0 else math.nan
+
 
 def sgd(lr: float) -> OptimizerFactory:
     """SGD with momentum 0.9 at ``lr`` (the baseline's optimizer): ``sgd(0.01)(model.parameters())``."""
@@ -267,13 +276,14 @@ def loss_figure(runs: list[Run], *, title: str):
 
 
 def runs_table(runs: list[Run]):
-    """One row per run: batch, optimizer steps, held-out accuracy, the mean loss of its last tenth of steps, its
-    training time (the held-out evaluation not counted) and img/s."""
+    """One row per run: batch, optimizer steps, images, held-out accuracy, the mean loss of its last tenth of steps,
+    its training time (the held-out evaluation not counted) and img/s (the images over that time as shown)."""
     import pandas as pd
 
-    df = pd.DataFrame([{"run": r.name, "batch": r.batch, "steps": r.steps, "held-out accuracy %": 100 * r.accuracy,
+    df = pd.DataFrame([{"run": r.name, "batch": r.batch, "steps": r.steps, "images": r.images,
+                        "held-out accuracy %": 100 * r.accuracy,
                         "loss, mean of the last tenth of steps": r.final_loss, "training time s": r.seconds,
-                        "img/s": r.images / r.seconds}
+                        "img/s": r.img_per_s}
                        for r in runs]).set_index("run")
     said = loss_against_accuracy(runs)
     if said:

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
      "large_batch"),
     ("memory",),
     ("kernels",),
-    ("monitor.telemetry",),
+    ("monitor.telemetry", "monitor.energy"),
     ("monitor.record",),
     ("monitor.view", "monitor.exporters", "monitor.diagnosis"),
     ("monitor.sampling",),

@@ -52,3 +52,22 @@ def test_real_sampling_sees_the_difference_between_big_and_tiny_kernels():
         assert tinys.mean_sm_active_pct < 20
         assert bigs.mean_tensor_active_pct > 30
     mon.close()
+
+
+def test_the_energy_counters_steps_are_timed_and_a_short_phases_power_is_within_the_boards_limit():
+    """NVML's energy counter moves in steps (about 100 ms apart on an H200): the poller times each, and a 0.85 s
+    phase's mean power from them stays within what the board may draw (two samples had read 741 W on a 700 W H200)."""
+    from helpers.monitor.energy import TIMED_WITHIN_S, energy_between
+
+    big = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    with Monitor(period_s=0.25, live=False) as mon:
+        _load(2.5, lambda: [big @ big for _ in range(10)])
+    ups = mon.snapshot().energy
+    timed = [u for u in ups if u["within_s"] <= TIMED_WITHIN_S]
+    assert len(timed) >= 5, ups
+    gaps = sorted(b["t_s"] - a["t_s"] for a, b in zip(timed, timed[1:]))
+    limit_w = nvml.load().nvmlDeviceGetEnforcedPowerLimit(nvml.handle_for_cuda_device(torch.cuda.current_device())) / 1e3
+    watts = [energy_between(ups, gpu=ups[0]["gpu"], start_s=a, end_s=a + 0.85) / 0.85 for a in (0.8, 1.0, 1.2, 1.4)]
+    print(f"counter steps: median {1e3 * gaps[len(gaps) // 2]:.0f} ms apart; 0.85 s windows {[round(w) for w in watts]} W"
+          f" (limit {limit_w:.0f} W)")
+    assert all(20 < w <= 1.05 * limit_w for w in watts), (watts, limit_w)

@@ -503,8 +503,7 @@ def check_large_batch(make_optimizer: Callable | None, lr_at: Callable | None, *
     if mean < need:
         worst = min(runs, key=lambda r: r.accuracy)
         return failed(name, ref, f"Your recipe at {what}. {_large_batch_symptom(worst, base_runs)}")
-    speed = (sum(r.images / r.seconds for r in runs) / len(runs)) / (sum(b.images / b.seconds for b in base_runs) /
-                                                                      len(base_runs))
+    speed = (sum(r.img_per_s for r in runs) / len(runs)) / (sum(b.img_per_s for b in base_runs) / len(base_runs))
     return CheckResult(name, "passed", f"Your recipe at {what}. It trained at {speed:.1f}× the baseline's img/s.",
                        (runs, base_runs))
 

@@ -14,6 +14,7 @@ the chip idles. GPM's SM activity is the measure to trust; the plot shows both.
 Its parts, bottom to top (each imports only the ones above it in this list):
 
 * :mod:`~helpers.monitor.telemetry`: one reading of a GPU (NVML, GPM) or of the host;
+* :mod:`~helpers.monitor.energy`: the board's energy counter, timed to its own steps;
 * :mod:`~helpers.monitor.record`: what a run saw (:class:`MonitorRecord`) and its :class:`MonitorSummary`;
 * :mod:`~helpers.monitor.view`: the live plotly widget and the static figures;
 * :mod:`~helpers.monitor.exporters`: a Prometheus endpoint and TensorBoard scalars;
@@ -21,7 +22,7 @@ Its parts, bottom to top (each imports only the ones above it in this list):
 * :mod:`~helpers.monitor.sampling`: :class:`Monitor`, the sampler thread that ties them together.
 """
 
-from . import diagnosis, exporters, record, sampling, telemetry, view
+from . import diagnosis, energy, exporters, record, sampling, telemetry, view
 from .diagnosis import Finding, diagnose, format_findings
 from .record import (ROLLING_S, MonitorRecord, MonitorSummary, load_record, rolling_img_per_s, step_end_s,
                      whole_run_window_s)
@@ -45,6 +46,7 @@ __all__ = [
     "stop_all",
     "telemetry",
     "record",
+    "energy",
     "view",
     "exporters",
     "diagnosis",

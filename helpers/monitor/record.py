@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .energy import energy_between
 from .telemetry import SLOWDOWN_BITS, decode_clock_reasons
 
 __all__ = ["MonitorRecord", "MonitorSummary", "load_record", "rolling_img_per_s", "whole_run_window_s", "RollingRate",
@@ -186,6 +187,9 @@ class MonitorRecord:
     steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     phases: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # each step of each board's energy counter, timed by the monitor's energy poller (:mod:`.energy`); a record
+    # saved before it had none, and its energy comes from the samples
+    energy: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def save(self, path: str | Path) -> Path:
         """Write the record as JSON (atomically: an interrupted save leaves the old file)."""
@@ -269,11 +273,12 @@ class MonitorRecord:
         images = sum(s["images"] for s in steps[1:]) if len(steps) > 1 else 0
         span = step_end_s(steps[-1]) - step_end_s(steps[0]) if len(steps) > 1 else 0.0
         totals = [t for t in get("mem_total_gib") if t is not None]
-        energy_j, j_per_image = _energy(samples, steps, images, span)
+        energy_j, j_per_image = _energy(samples, steps, images, span, self.energy)
         if img_per_s is not None and energy_j is not None:
             # a measured phase: the board's mean power over it times its time, over every image it trained, as its
             # img/s counts them; so the total and the per-image figure printed beside it divide into each other
-            energy_j, j_per_image = _phase_energy(samples, phase_s, sum(s["images"] for s in steps))
+            energy_j, j_per_image = _phase_energy(samples, phase_s, sum(s["images"] for s in steps),
+                                                  self.energy, spans)
         counts: dict[str, int] = {}
         for s in slow:
             for name in decode_clock_reasons(int(s["clock_reasons"]) & SLOWDOWN_BITS):
@@ -310,15 +315,23 @@ def _energy_by_gpu(samples: list[dict[str, Any]]) -> dict[Any, list[tuple[float,
     return by_gpu
 
 
-def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int,
-            span: float) -> tuple[float | None, float | None]:
+def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int, span: float,
+            updates: list[dict[str, Any]] = ()) -> tuple[float | None, float | None]:
     """(joules over the samples, joules per image over the steps' span) from each GPU's energy counter, summed over
-    the GPUs (a DDP run's ranks each have a board); (None, None) without the counter."""
+    the GPUs (a DDP run's ranks each have a board); (None, None) without the counter. A board's power over the steps
+    comes from its counter's timed steps (:func:`~helpers.monitor.energy.energy_between`) where the record has them."""
     by_gpu = _energy_by_gpu(samples)
     total = [e[-1][1] - e[0][1] for e in by_gpu.values() if len(e) > 1]
     watts = []
-    for e in by_gpu.values():
-        inside = [(t, j) for t, j in e if len(steps) > 1 and step_end_s(steps[0]) <= t <= step_end_s(steps[-1])]
+    for gpu, e in by_gpu.items():
+        if len(steps) < 2:
+            continue
+        a, b = step_end_s(steps[0]), step_end_s(steps[-1])
+        timed = energy_between(updates, gpu=gpu, start_s=a, end_s=b) if b > a else None
+        if timed is not None:
+            watts.append(timed / (b - a))
+            continue
+        inside = [(t, j) for t, j in e if a <= t <= b]
         if len(inside) > 1 and inside[-1][0] > inside[0][0]:
             # the board's mean power while the steps ran (the samples inside their span)
             watts.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))
@@ -326,12 +339,21 @@ def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: 
     return (sum(total) if total else None), per_image
 
 
-def _phase_energy(samples: list[dict[str, Any]], seconds: float, images: int) -> tuple[float | None, float | None]:
+def _phase_energy(samples: list[dict[str, Any]], seconds: float, images: int, updates: list[dict[str, Any]] = (),
+                  spans: list[tuple[float, float]] = ()) -> tuple[float | None, float | None]:
     """(joules, joules per image) over a measured phase of ``seconds`` that trained ``images``: each board's mean
-    power over the phase's samples, summed over the boards, times the phase's time; (None, None) where a board has
-    fewer than two samples in it."""
+    power over the phase's ``spans`` (from its counter's timed steps where the record has them, else from the
+    phase's first and last samples), summed over the boards, times the phase's time; (None, None) where a board has
+    neither. Two samples a quarter-second apart read a counter that moves every 100 ms: over 06's 0.9 s phases their
+    mean power read up to a tenth high (741 W from a board capped at 700 W)."""
     by_gpu = _energy_by_gpu(samples)
-    watts = [(e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]) for e in by_gpu.values() if len(e) > 1 and e[-1][0] > e[0][0]]
+    watts = []
+    for gpu, e in by_gpu.items():
+        timed = [energy_between(updates, gpu=gpu, start_s=a, end_s=b) for a, b in spans]
+        if spans and all(j is not None for j in timed):
+            watts.append(sum(timed) / sum(b - a for a, b in spans))
+        elif len(e) > 1 and e[-1][0] > e[0][0]:
+            watts.append((e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]))
     if not watts or len(watts) != len(by_gpu) or seconds <= 0:
         return None, None
     joules = sum(watts) * seconds

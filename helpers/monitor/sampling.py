@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import nvml
+from .energy import POLL_S, EnergyPoller
 from .exporters import PrometheusExporter, write_tensorboard
 from .record import MonitorRecord, MonitorSummary
 from .telemetry import HostReader, NvmlReader
@@ -57,6 +58,8 @@ class Monitor:
     ``live``: draw a live plotly widget (default: when running in a Jupyter kernel); ``"offscreen"``
     does all of a live plot's work without displaying it (to measure what the live plot costs).
     ``backend``/``handles``: a stand-in for ``pynvml`` and its device handles (tests).
+    ``energy_poll_s``: how often a second thread reads each board's energy counter to time its steps (10 ms;
+    None: not at all, and a short phase's energy comes from the samples alone: :mod:`~helpers.monitor.energy`).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class Monitor:
         backend: Any = None,
         handles: list[Any] | None = None,
         title: str | None = None,
+        energy_poll_s: float | None = POLL_S,
     ) -> None:
         if not (isinstance(period_s, (int, float)) and period_s > 0):
             raise ValueError(f"period_s={period_s!r}: use a positive number of seconds (0.25 is the default).")
@@ -100,6 +104,10 @@ class Monitor:
         self._view = None
         self._live = live
         self._exporters: list[Any] = []
+        # the board's energy counter moves in steps about 100 ms apart: a second thread times each step, so a
+        # phase of a second or less gets its joules from the counter itself (:mod:`~helpers.monitor.energy`)
+        self._energy = EnergyPoller(self._readers if self.source == "nvml" and energy_poll_s else [], self._now,
+                                    period_s=energy_poll_s or POLL_S)
 
     # -- set-up -------------------------------------------------------------------------------
     @staticmethod
@@ -139,6 +147,7 @@ class Monitor:
             self._sample()  # one sample now, so even a short block has data
             self._thread = threading.Thread(target=self._loop, name="gpu-monitor", daemon=True)
             self._thread.start()
+            self._energy.start()
             _running.add(self)
         if self._want_live():
             self._view = LiveView(self)
@@ -155,6 +164,7 @@ class Monitor:
         """Stop sampling, close open phases, finish the plot. Safe to call twice, or before start."""
         thread = self._thread
         self._stop_evt.set()
+        self._energy.stop()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10 * self.period_s + 2)
         with self._lock:
@@ -343,6 +353,7 @@ class Monitor:
                 source=self.record.source, devices=list(self.record.devices), period_s=self.period_s,
                 samples=list(self.record.samples), steps=list(self.record.steps),
                 phases=[dict(p) for p in self.record.phases], meta=dict(self.record.meta),
+                energy=self._energy.snapshot(),
             )
 
     def rows_since(self, n_samples: int, n_steps: int) -> tuple[list[dict], list[dict], list[dict]]:
