@@ -68,7 +68,9 @@ def _gpu_checks() -> list[Check]:
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
         out.append(Check("GPU", "ok", f"{p.name}, compute capability {p.major}.{p.minor}, "
-                                      f"{p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs"))
+                                      # to the tenth, as the free-memory line below and the environment table
+                                      # print it (00 read "140 GiB" beside "139.8 GiB" for one card)
+                                      f"{p.total_memory / 2**30:.1f} GiB, {p.multi_processor_count} SMs"))
         free, total = torch.cuda.mem_get_info()
         status: Status = "ok" if free > 0.5 * total else "warn"
         out.append(Check("GPU memory free", status, f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB",

@@ -511,3 +511,12 @@ def test_a_trained_rungs_tok_s_is_its_tokens_over_the_step_as_printed_everywhere
     assert ladder.tokens_per_s_of(65_536, dataclasses.replace(result.step, median_ms=146.121)) == pytest.approx(
         65_536 / 0.1461, rel=1e-12)
     assert f"{result.tokens_per_s:,.0f} tok/s" in lad.mfu_text(result)
+    # 07's eager fp32 rung: 65,536 tokens, a 1,505.1 ms median printed "1,505": its line and table had read 43,548
+    # tok/s (the tokens recovered through the unrounded median, 65,540) beside its sentence's 43,546
+    eager = dataclasses.replace(result, step=dataclasses.replace(result.step, median_ms=1505.1),
+                                tokens_per_s=ladder.tokens_per_s_of(65_536, dataclasses.replace(result.step,
+                                                                                                median_ms=1505.1)),
+                                tokens_per_step=65_536)
+    assert tables.whole(eager.tokens_per_s_shown) == tables.whole(eager.tokens_per_s) == "43,546"
+    assert "43,546 tok/s  step 1,505 ms" in str(eager)
+    assert result.tokens_per_step == SETUP.tokens_per_step

@@ -87,7 +87,7 @@ def test_too_many_workers_warns_with_the_measured_alternative(monkeypatch):
     with pytest.warns(UserWarning, match=r"num_workers=8 exceeds the 4 cores.*num_workers ≤ 4"):
         loaders.check_workers(8)
     results.record({"loader_best_workers": 3})
-    with pytest.warns(UserWarning, match="measured the most img/s on this machine with num_workers=3"):
+    with pytest.warns(UserWarning, match=r"measured the most img/s within this machine's \d+ usable cores with num_workers=3"):
         loaders.check_workers(8)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -108,7 +108,7 @@ def test_too_many_workers_names_only_a_figure_this_host_measured(monkeypatch):
         loaders.check_workers(8)
     assert "measured the most" not in str(caught[0].message)  # another host's figure, though it would fit
     results.record({"loader_best_workers": 2})  # this host again
-    with pytest.warns(UserWarning, match="measured the most img/s on this machine with num_workers=2"):
+    with pytest.warns(UserWarning, match="measured the most img/s within this machine's 2 usable cores with num_workers=2"):
         loaders.check_workers(8)
 
 

@@ -46,24 +46,39 @@ def test_the_fixture_reproduces_the_reported_cases():
 def test_the_points_tables_share_of_roof_is_the_shown_rates_quotient():
     table = roofline.points_table(OPS, H200)
     shown = tables.readable(table).shown.set_index("op")
-    assert list(shown["share of roof %"]) == ["9.5", "35.5", "51.8", "39.4", "98.5"]
-    for _, row in shown.iterrows():
+    assert list(shown["share of roof %"]) == ["9.6", "35.5", "51.9", "39.4", "98.5"]
+    for p, (_, row) in zip(OPS, shown.iterrows()):
         assert row["share of roof %"] == _shown_quotient(row)
         # every derived cell is the reader's arithmetic on the cells beside it (03 read "0.206 GFLOP … 0.195 ms …
-        # 1.05 TFLOP/s", where 0.206 ÷ 0.195 is 1.06)
+        # 1.05 TFLOP/s", where 0.206 ÷ 0.195 is 1.06), to four figures
         gflop, mb, ms = (tables.as_shown(row[c]) for c in ("GFLOP", "MB moved", "ms"))
-        assert row["FLOP/byte"] == tables.sig(1e3 * gflop / mb)
-        assert row["roof TFLOP/s"] == tables.sig(min(787, tables.as_shown(row["FLOP/byte"]) * 4.264))
-        assert row["achieved TFLOP/s"] == tables.sig(gflop / ms)
+        assert row["FLOP/byte"] == tables.sig(p.intensity, 4)  # the op's own: its counts are exact
+        assert 1e3 * gflop / mb == pytest.approx(tables.as_shown(row["FLOP/byte"]), rel=1e-3)  # within their rounding
+        assert row["roof TFLOP/s"] == tables.sig(min(787, tables.as_shown(row["FLOP/byte"]) * 4.264), 4)
+        assert row["achieved TFLOP/s"] == tables.sig(gflop / ms, 4)
+        if row["bound"] == "memory":  # MB ÷ ms over the bandwidth: the share the counts give, to its last digit
+            assert abs(float(row["share of roof %"]) - 100 * mb / ms / 4264) <= 0.1 + 1e-9
     # the figure 03 records from the column reads as the table does
-    assert dict(zip(table.op, table["share of roof"]))["conv3"] == pytest.approx(0.518)
+    assert dict(zip(table.op, table["share of roof"]))["conv3"] == pytest.approx(0.519)
+
+
+def test_a_chain_of_three_figure_cells_no_longer_drifts_from_the_counts():
+    """03's relu·3 read 99.1% (1.05 ÷ 1.06 TFLOP/s), where its 822 MB in 0.197 ms over 4,243 GB/s is 98.3%; the
+    "given: matmul" row read 1,356 FLOP/byte (137 ÷ 101), where 4,096 ÷ 3 is 1,365 (one H200, 2026-11-30)."""
+    ceil = Ceilings("NVIDIA H200", 798.2, "bfloat16", 8192, 4243.3, 2**31)
+    relu3 = roofline.RooflinePoint("relu·3", 822e6 / 4, 822e6, "elementwise", ms=0.197)
+    n = 4096
+    matmul = roofline.RooflinePoint("given: matmul", 2 * n**3, 3 * n * n * 2, "GEMM", ms=0.174)
+    shown = tables.readable(roofline.points_table([relu3, matmul], ceil)).shown.set_index("op")
+    assert shown.loc["relu·3", "share of roof %"] == tables.percent(100 * 822 / 0.197 / 4243)  # 98.3
+    assert shown.loc["given: matmul", "FLOP/byte"] == "1,365"
 
 
 def test_the_shares_of_roof_sentences_read_as_the_table():
     table = roofline.points_table(OPS, H200)
-    assert roofline.shares_of_roof(table, "memory") == ("memory-bound: conv1 9.5%, pool·1 35.5%, fc1 39.4% of "
+    assert roofline.shares_of_roof(table, "memory") == ("memory-bound: conv1 9.6%, pool·1 35.5%, fc1 39.4% of "
                                                         "their roofs")
-    assert roofline.shares_of_roof(table, "compute") == ("compute-bound: conv3 51.8%, given: matmul 98.5% of "
+    assert roofline.shares_of_roof(table, "compute") == ("compute-bound: conv3 51.9%, given: matmul 98.5% of "
                                                          "their roofs")
 
 
@@ -73,11 +88,16 @@ def test_a_share_past_its_roof_keeps_its_reason_and_one_the_shown_rates_do_not_p
     table = roofline.points_table([over], cpu)
     assert table["share of roof"].iloc[0] > 1 and "stand-ins" in table.attrs["above_roof"]["share of roof"]
     assert any("stand-ins" in n for n in tables.readable(table).notes)
-    # 03's relu·1 read 100.3% beside 1.07 and 1.07: at its roof as shown, not past it, so no reason is owed
+    # 03's relu·1 read 100.0% beside 1.07 and 1.07, where its bytes over its time gave 100.2%: at four figures the
+    # table shows it past its roof, with the reason (within the spread of two measurements)
     at_roof = _point("relu·1", "elementwise", intensity=0.25, achieved_tflops=1.0689)
     assert _exact_pct(at_roof, H200) == "100.3"
     table = roofline.points_table([at_roof], H200)
-    assert tables.readable(table).shown["share of roof %"].iloc[0] == "100.0" and "above_roof" not in table.attrs
+    assert tables.readable(table).shown["share of roof %"].iloc[0] == "100.2"  # 1.069 ÷ 1.066, as shown
+    assert "spread of two measurements" in table.attrs["above_roof"]["share of roof"]
+    # a share that is 100.0 as shown owes no reason
+    exact = _point("relu·1", "elementwise", intensity=0.25, achieved_tflops=1.066)
+    assert "above_roof" not in roofline.points_table([exact], H200).attrs
 
 
 def test_the_ridge_is_the_printed_ceilings_quotient_on_the_chart_and_in_the_sentence():

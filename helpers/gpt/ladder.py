@@ -229,7 +229,8 @@ class Ladder:
             return RungResult(**base, not_run=f"{type(e).__name__}: {said}"), None
         peak = (torch.cuda.max_memory_allocated(dev) - before) / 2**30 if dev.type == "cuda" else None
         result = RungResult(**base, losses=tuple(float(v) for v in torch.stack(losses).tolist()), step=m,
-                            tokens_per_s=tokens_per_s_of(s.tokens_per_step, m), first_steps_s=first_s,
+                            tokens_per_s=tokens_per_s_of(s.tokens_per_step, m), tokens_per_step=s.tokens_per_step,
+                            first_steps_s=first_s,
                             peak_mem_gib=peak, retimed_from_spread_pct=retimed)
         runner = None
         if keep:

@@ -187,6 +187,9 @@ class RungResult:
     # the first timing's spread where it passed bench.RETIME_SPREAD_PCT and the rung was timed again (the steadier
     # of the two timings kept); None: timed once
     retimed_from_spread_pct: float | None = None
+    # a step's tokens (the global batch × the sequence length), where the ladder trained it: tok/s as printed is
+    # these over the step as printed, exactly
+    tokens_per_step: int | None = None
 
     @property
     def ran(self) -> bool:
@@ -202,8 +205,13 @@ class RungResult:
     def tokens_per_s_shown(self) -> float:
         """tok/s as printed: a step's tokens over the step as printed (:attr:`step_ms_shown`), so the reader's division
         of the line's figures gives it. 07 read "448,504 tok/s  step 146.1 ms" from the 146.121 ms median, where 65,536
-        tokens ÷ 146.1 ms is 448,569. A ladder's results are made with :func:`tokens_per_s_of`, so this is their
-        :attr:`tokens_per_s`; a result made with an unrounded rate prints this one."""
+        tokens ÷ 146.1 ms is 448,569. A ladder's results are made with :func:`tokens_per_s_of` and keep their
+        :attr:`tokens_per_step`, so this is their :attr:`tokens_per_s`; a result made with an unrounded rate prints
+        this one. (Recovering the tokens from a rate already over the printed step, through the unrounded median,
+        had missed them by a few: 07's table read 43,548 tok/s beside its sentence's 43,546, and 65,536 ÷ 1.505 s
+        is 43,546.)"""
+        if self.tokens_per_step is not None:
+            return tokens_per_s_of(self.tokens_per_step, self.step)
         tokens = round(self.tokens_per_s * self.step.median_ms / 1e3)  # tok/s is a step's tokens over its median
         return tokens_per_s_of(tokens, self.step)
 
