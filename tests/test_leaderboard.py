@@ -351,8 +351,9 @@ TT_REFUSED = [  # (what is wrong, the reason); each sealed, so its content alone
                                            r"time: 49,152 ÷ 10 s = 4,915"),
     (dict(figures={"images": 100_000}), r"its img/s, 4,915.2, does not agree with .* 100,000 ÷ 10 s = 10,000"),
     (dict(figures={"images": 49_152.5, "img_per_s": 4915.25}), r"images=49,152\.5 is not a whole number"),
-    (dict(figures={"mfu_pct": 50.0}), r"its MFU, 50%, does not agree with 100 × its img/s ÷ the session's ceiling: "
-                                       r"100 × 4,915 ÷ 20,000 = 24\.6%"),
+    (dict(figures={"mfu_pct": 50.0}), r"its MFU, 50%, does not agree with 100 × its images over its training time "
+                                       r"as printed ÷ the session's ceiling: 100 × 49,152 ÷ 10\.0 s ÷ 20,000 = "
+                                       r"24\.6%"),
     (dict(figures={"mfu_pct": 150.0}), r"mfu_pct=150 is outside what a run can measure"),
     (dict(figures={"accuracy": 0.85}), r"its held-out accuracy, 85\.0%, is below its target, 90\.0%: a run that "
                                         r"missed the target has no time to it"),
@@ -828,9 +829,11 @@ def test_a_run_to_the_targets_row_shows_img_per_s_as_its_images_over_its_seconds
     # the row read "1.62 · 36,864 · 22,694": a reader's 36,864 ÷ 1.62 is 22,756; the table keeps the measured rate
     db = tmp_path / "lb.sqlite"
     figures = _tt_figures(1.6244, images=36_864)
-    figures.update(ceiling_img_per_s=65_257.0, mfu_pct=100 * figures["img_per_s"] / 65_257.0)  # an H200's ceiling
+    # an H200's ceiling; MFU as judge_training computes it, from the rate as printed (36,864 ÷ 1.62 s)
+    figures.update(ceiling_img_per_s=65_257.0, mfu_pct=100 * (36_864 / 1.62) / 65_257.0)
     lb.add(_tt_sealed(db, "Ada", figures), path=db)
     t = lb.table("NVIDIA H100 80GB HBM3", path=db, kind="to_target")
     shown = tables.readable(t).shown.iloc[0]
     assert (shown["time to target s"], shown["images"], shown["img/s"]) == ("1.62", "36,864", "22,756")
     assert round(float(t.iloc[0]["img_per_s"])) == 22_694
+    assert tables.percent(float(t.iloc[0]["mfu_pct"])) == "34.9"  # 22,756 ÷ 65,257, as the row reads

@@ -73,6 +73,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import tables
 from . import sandbox
 from .class_children import _clean_name, _printable, _write_atomic
 from .isolation import Gated, Watched, reference_shapes, run_gated, run_limited
@@ -405,7 +406,9 @@ def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: 
     bounded = session["ceilings"].get("bounds", True)
     figures = {"time_to_target_s": train_s, "train_s": train_s, "images": float(images), "img_per_s": img,
                "accuracy": accuracy, "target_accuracy": threshold, "ceiling_img_per_s": session["ceiling_img_per_s"],
-               "mfu_pct": 100 * img / session["ceiling_img_per_s"] if bounded else None,
+               # from the rate as printed (images over the time to three figures), as judge_training computes it
+               "mfu_pct": (100 * images / tables.as_shown(tables.sig(train_s)) / session["ceiling_img_per_s"]
+                           if bounded else None),
                **{k: data["figures"].get(k) for k in ("peak_mem_gib", "nvml_util_pct", "gpm_sm_pct")}}
     if not math.isfinite(accuracy):
         return refused("the weights it handed over are not all finite (the run diverged)", name=name,

@@ -22,7 +22,7 @@ import math
 import numbers
 from typing import Any, Mapping
 
-from .. import results
+from .. import results, tables
 
 __all__ = ["REQUIRED", "OPTIONAL", "CHECKS", "NAME_MAX", "Kind", "KINDS", "LADDER", "TO_TARGET", "Entry",
            "EntryRefused", "configuration_of"]
@@ -310,10 +310,15 @@ def _agree_to_target(who: str, f: Mapping[str, float | None]) -> None:
         raise EntryRefused(f"{who}: its held-out accuracy, {f['accuracy']:.1%}, is below its target, "
                            f"{f['target_accuracy']:.1%}: a run that missed the target has no time to it; {tail}")
     mfu, ceiling = f["mfu_pct"], f["ceiling_img_per_s"]
-    if mfu is not None and not math.isclose(mfu, 100 * img / ceiling, rel_tol=_REL_TOL):
-        given, derived = _apart(mfu, 100 * img / ceiling)
-        raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its img/s ÷ the session's ceiling: "
-                           f"100 × {_operand(img)} ÷ {_operand(ceiling)} = {derived}%; {tail}")
+    # MFU is the rate the verdict prints over the ceiling: its images over its training time as printed (three
+    # figures), so "1.62 s (22,756 img/s, MFU 34.3%)" divides as it reads (judge_training)
+    printed_s = tables.sig(train)
+    shown = images / tables.as_shown(printed_s)
+    if mfu is not None and not math.isclose(mfu, 100 * shown / ceiling, rel_tol=_REL_TOL):
+        given, derived = _apart(mfu, 100 * shown / ceiling)
+        raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its images over its training time as "
+                           f"printed ÷ the session's ceiling: 100 × {_operand(images)} ÷ {printed_s} s ÷ "
+                           f"{_operand(ceiling)} = {derived}%; {tail}")
 
 
 def _operand(x: float) -> str:
