@@ -99,7 +99,7 @@ class LatencyPoint:
         figures), so the table's "img/s (batch ÷ mean)" and every sentence that quotes it are the reader's division
         of the figures beside them (06 read 40,106 beside 64 images and 1.60 ms, which give 40,000). Three figures
         move it by at most 0.5%."""
-        return self.batch / (tables.as_shown(tables.sig(self.mean_ms)) / 1e3)
+        return 1e3 * tables.rate_as_shown(self.batch, self.mean_ms)
 
     @property
     def correct(self) -> bool:

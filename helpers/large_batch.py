@@ -96,7 +96,7 @@ class Run:
         24,576 ÷ 3.93 is 6,253. Three figures move it by at most 0.5%."""
         from . import tables
 
-        return self.images / tables.as_shown(tables.sig(self.seconds)) if self.seconds > 0 else math.nan
+        return tables.rate_as_shown(self.images, self.seconds)
 
 
 def sgd(lr: float) -> OptimizerFactory:

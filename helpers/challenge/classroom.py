@@ -407,7 +407,7 @@ def _verdict(f: Path, gated: Gated, result: Path, session: dict, rules, stream: 
     figures = {"time_to_target_s": train_s, "train_s": train_s, "images": float(images), "img_per_s": img,
                "accuracy": accuracy, "target_accuracy": threshold, "ceiling_img_per_s": session["ceiling_img_per_s"],
                # from the rate as printed (images over the time to three figures), as judge_training computes it
-               "mfu_pct": (100 * images / tables.as_shown(tables.sig(train_s)) / session["ceiling_img_per_s"]
+               "mfu_pct": (100 * tables.rate_as_shown(images, train_s) / session["ceiling_img_per_s"]
                            if bounded else None),
                **{k: data["figures"].get(k) for k in ("peak_mem_gib", "nvml_util_pct", "gpm_sm_pct")}}
     if not math.isfinite(accuracy):

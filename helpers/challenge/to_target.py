@@ -154,9 +154,8 @@ class TrainingVerdict:
             >>> v.train_s, v.images, round(v.img_per_s_shown)   # doctest: +SKIP
             (1.6244, 36864, 22756)
         """
-        if not (self.train_s > 0 and math.isfinite(self.train_s)):
-            return self.img_per_s
-        return self.images / tables.as_shown(tables.sig(self.train_s))
+        shown = tables.rate_as_shown(self.images, self.train_s)
+        return self.img_per_s if math.isnan(shown) else shown
 
     def figures(self, session: Session) -> dict[str, float | None]:
         """The leaderboard's figures of this run (``leaderboard.TO_TARGET``), beside the compute ceiling of
@@ -568,8 +567,8 @@ def _judge_training(train: TrainFn, session: Session, target: AccuracyTarget, *,
     img_per_s = hand_out.images / train_s if train_s > 0 else math.nan
     # MFU from the rate the verdict prints (the images over the time as printed), over the peaks as printed: 06 read
     # "36,864 images in 1.62 s (22,756 img/s, MFU 34.4%)", where 22,756 × 12.06 GFLOP ÷ 801 TFLOP/s is 34.3%
-    shown = hand_out.images / tables.as_shown(tables.sig(train_s)) if train_s > 0 and math.isfinite(train_s) else img_per_s
-    mfu, sheet = session.ceilings.mfu_pcts(shown, session.flops_per_image)
+    shown = tables.rate_as_shown(hand_out.images, train_s)
+    mfu, sheet = session.ceilings.mfu_pcts(img_per_s if math.isnan(shown) else shown, session.flops_per_image)
     return TrainingVerdict(
         name=name, checks=checks, accuracy=accuracy, target=threshold, train_s=train_s, images=hand_out.images,
         img_per_s=img_per_s, mfu_pct=mfu, peak_mem_gib=peak,

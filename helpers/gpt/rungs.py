@@ -157,7 +157,7 @@ def tokens_per_s_of(tokens_per_step: int, step: bench.Measurement) -> float:
 
         tokens_per_s_of(65_536, m)   # m.median_ms 146.121 → 65,536 ÷ 0.1461 s = 448,569 tok/s
     """
-    return tokens_per_step / (tables.as_shown(_step_ms_shown(step)) / 1e3)
+    return 1e3 * tables.rate_as_shown(tokens_per_step, step.median_ms, 4)  # as _step_ms_shown prints the step
 
 
 def _step_ms_shown(step: bench.Measurement) -> str:

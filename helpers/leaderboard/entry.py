@@ -312,8 +312,7 @@ def _agree_to_target(who: str, f: Mapping[str, float | None]) -> None:
     mfu, ceiling = f["mfu_pct"], f["ceiling_img_per_s"]
     # MFU is the rate the verdict prints over the ceiling: its images over its training time as printed (three
     # figures), so "1.62 s (22,756 img/s, MFU 34.3%)" divides as it reads (judge_training)
-    printed_s = tables.sig(train)
-    shown = images / tables.as_shown(printed_s)
+    printed_s, shown = tables.sig(train), tables.rate_as_shown(images, train)
     if mfu is not None and not math.isclose(mfu, 100 * shown / ceiling, rel_tol=_REL_TOL):
         given, derived = _apart(mfu, 100 * shown / ceiling)
         raise EntryRefused(f"{who}: its MFU, {given}%, does not agree with 100 × its images over its training time as "

@@ -315,26 +315,37 @@ def _energy_by_gpu(samples: list[dict[str, Any]]) -> dict[Any, list[tuple[float,
     return by_gpu
 
 
+def _timed_watts(updates: list[dict[str, Any]], gpu: Any, spans: list[tuple[float, float]]) -> float | None:
+    """One board's mean power over ``spans`` from its counter's timed steps
+    (:func:`~helpers.monitor.energy.energy_between`); None where the record has none timed near an end of a span."""
+    joules = [energy_between(updates, gpu=gpu, start_s=a, end_s=b) for a, b in spans]
+    if not spans or any(j is None for j in joules):
+        return None
+    return sum(joules) / sum(b - a for a, b in spans)
+
+
+def _sampled_watts(e: list[tuple[float, float]]) -> float | None:
+    """One board's mean power between the first and last of its (t_s, counter) samples; None with fewer than two.
+    Two samples a quarter-second apart read a counter that moves every 100 ms: over 06's 0.9 s phases their mean
+    power read up to a tenth high (741 W from a board capped at 700 W), so a record's timed steps come first."""
+    return (e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]) if len(e) > 1 and e[-1][0] > e[0][0] else None
+
+
 def _energy(samples: list[dict[str, Any]], steps: list[dict[str, Any]], images: int, span: float,
             updates: list[dict[str, Any]] = ()) -> tuple[float | None, float | None]:
     """(joules over the samples, joules per image over the steps' span) from each GPU's energy counter, summed over
     the GPUs (a DDP run's ranks each have a board); (None, None) without the counter. A board's power over the steps
-    comes from its counter's timed steps (:func:`~helpers.monitor.energy.energy_between`) where the record has them."""
+    comes from its counter's timed steps where the record has them, else from its samples inside the steps' span."""
     by_gpu = _energy_by_gpu(samples)
     total = [e[-1][1] - e[0][1] for e in by_gpu.values() if len(e) > 1]
     watts = []
-    for gpu, e in by_gpu.items():
-        if len(steps) < 2:
-            continue
+    if len(steps) > 1:
         a, b = step_end_s(steps[0]), step_end_s(steps[-1])
-        timed = energy_between(updates, gpu=gpu, start_s=a, end_s=b) if b > a else None
-        if timed is not None:
-            watts.append(timed / (b - a))
-            continue
-        inside = [(t, j) for t, j in e if a <= t <= b]
-        if len(inside) > 1 and inside[-1][0] > inside[0][0]:
-            # the board's mean power while the steps ran (the samples inside their span)
-            watts.append((inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0]))
+        for gpu, e in by_gpu.items():
+            w = _timed_watts(updates, gpu, [(a, b)] if b > a else [])
+            w = w if w is not None else _sampled_watts([(t, j) for t, j in e if a <= t <= b])
+            if w is not None:
+                watts.append(w)
     per_image = sum(watts) * span / images if watts and len(watts) == len(by_gpu) and images and span > 0 else None
     return (sum(total) if total else None), per_image
 
@@ -344,16 +355,14 @@ def _phase_energy(samples: list[dict[str, Any]], seconds: float, images: int, up
     """(joules, joules per image) over a measured phase of ``seconds`` that trained ``images``: each board's mean
     power over the phase's ``spans`` (from its counter's timed steps where the record has them, else from the
     phase's first and last samples), summed over the boards, times the phase's time; (None, None) where a board has
-    neither. Two samples a quarter-second apart read a counter that moves every 100 ms: over 06's 0.9 s phases their
-    mean power read up to a tenth high (741 W from a board capped at 700 W)."""
+    neither."""
     by_gpu = _energy_by_gpu(samples)
     watts = []
     for gpu, e in by_gpu.items():
-        timed = [energy_between(updates, gpu=gpu, start_s=a, end_s=b) for a, b in spans]
-        if spans and all(j is not None for j in timed):
-            watts.append(sum(timed) / sum(b - a for a, b in spans))
-        elif len(e) > 1 and e[-1][0] > e[0][0]:
-            watts.append((e[-1][1] - e[0][1]) / (e[-1][0] - e[0][0]))
+        w = _timed_watts(updates, gpu, list(spans))
+        w = w if w is not None else _sampled_watts(e)
+        if w is not None:
+            watts.append(w)
     if not watts or len(watts) != len(by_gpu) or seconds <= 0:
         return None, None
     joules = sum(watts) * seconds
