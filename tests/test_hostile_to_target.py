@@ -109,7 +109,12 @@ def test_the_spot_checks_moment_cannot_be_read_before_its_batch_is_handed_out(se
             opt.step()
         return model
 
-    for _ in range(6):
+    # the tiny challenge's window (images 6 to 57, batches of 16) holds four moments, two of them drawn about a third
+    # of the time each: six runs all drew one about once in 500 (make test-slow failed so once, every run at 16); up
+    # to 16 runs, stopping once two differ
+    for _ in range(16):
+        if len(set(at)) > 1:
+            break
         seen_before.clear()
         v = judge_training(train, session, EASY)
         assert v.reached, v.reasons
