@@ -179,6 +179,40 @@ def reference_transform(image_size: int = 224) -> Callable:
     )
 
 
+#: Two per-image rates closer than this share of the larger read as "about" each other: the transform timed alone
+#: over 64 images moves by several percent from one timing to the next on a busy host.
+RATES_ABOUT = 0.10
+
+
+def loop_against_alone(loop_per_s: float, alone_per_s: float, one_thread_per_s: float, threads: int) -> str:
+    """Where a loop's own data phase (images per second, collation included) lies against the same transform timed
+    alone, with ``threads`` intra-op threads and with one, in words written from the three rates. 01 on one H200
+    read "feeds about 1,404 img/s … inside the loop its data phase made 692 img/s" and its prose put a 2× gap down to
+    a host whose speed moves, where 692 is the one-thread rate (708).
+
+    >>> loop_against_alone(692, 1404, 708, 16)
+    'about the one-thread rate: inside the loop the transform gained nothing from the 16 threads that sped it up alone'
+    """
+    def about(a: float, b: float) -> bool:
+        return abs(a - b) <= RATES_ABOUT * max(a, b)
+
+    near_alone, near_one = about(loop_per_s, alone_per_s), about(loop_per_s, one_thread_per_s)
+    if near_alone and near_one:
+        return "about both rates timed alone (the threads gained this transform little here)"
+    if near_alone:
+        return f"about the rate timed alone with {threads} threads"
+    if near_one:
+        return (f"about the one-thread rate: inside the loop the transform gained nothing from the {threads} threads "
+                "that sped it up alone")
+    low, high = sorted((alone_per_s, one_thread_per_s))
+    if loop_per_s < low:
+        return "below both rates timed alone (the loop's figure includes collation, which the cell's do not)"
+    if loop_per_s > high:
+        return "above both rates timed alone: the cell's short timing read this host slower than the loop's whole run"
+    return (f"between the two rates timed alone: inside the loop the transform gained part of what the {threads} "
+            "threads gave it alone")
+
+
 def resize_transform(image_size: int = 224) -> Callable:
     """The reference transform's CPU half: PIL resize, then a uint8 CHW tensor (no float, no normalisation).
 

@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- figures: written by scripts/readme_figures.py from results/; do not edit by hand -->"
 END = "<!-- /figures -->"
 
+#: Three significant figures, trailing zeros kept, as the notebooks print them (tables.sig): "{:.3g}" had printed
+#: the reference solution's 1.60 s as "1.6".
+SIG = "sig"
+
 #: (notebook, figure in results/, what it is, how to print it): the figures each notebook asserts or teaches by.
 KEY_FIGURES: list[tuple[str, str, str, str]] = [
     ("00_setup", "ceiling_bf16_tflops", "bf16 matmul ceiling, TFLOP/s", "{:,.0f}"),
@@ -44,11 +48,11 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
     ("05_ddp", "ddp2_efficiency_pct_bs32", "two GPUs' efficiency at 32 per GPU %", "{:.0f}"),
     ("05_ddp", "ddp_comm_overlap_pct", "NCCL kernel time beside computation (HTA's overlap) %", "{:.0f}"),
     ("06_final_challenge", "reference_time_to_target_s", "your training's target: the reference solution's time to it, s",
-     "{:.3g}"),
+     SIG),
     ("06_final_challenge", "final_mfu_pct", "the reference solution's training to the target, MFU over its whole run %",
      "{:.1f}"),
     ("06_final_challenge", "final_mfu_pct_min", "the least of its reruns (other seeds), MFU %", "{:.1f}"),
-    ("06_final_challenge", "baseline_time_to_target_s", "the classic loop's time to the target, s", "{:.3g}"),
+    ("06_final_challenge", "baseline_time_to_target_s", "the classic loop's time to the target, s", SIG),
     ("06_final_challenge", "to_target_false_refusals", "reference solution's reruns (other seeds) that missed the target",
      "{:.0f}"),
     ("06_final_challenge", "to_target_reruns", "reruns", "{:.0f}"),
@@ -60,7 +64,7 @@ KEY_FIGURES: list[tuple[str, str, str, str]] = [
      "the ladder's top rung's reruns (other seeds), held-out accuracy over the baseline's mean, points", "{:+.2f}"),
     ("06_final_challenge", "accuracy_false_refusals", "of those reruns, refused by the accuracy rule", "{:.0f}"),
     ("06_final_challenge", "accuracy_reruns", "reruns", "{:.0f}"),
-    ("06_final_challenge", "inference_p99_ms_bs1", "serving, p99 at batch 1, ms", "{:.3g}"),
+    ("06_final_challenge", "inference_p99_ms_bs1", "serving, p99 at batch 1, ms", SIG),
     ("06_final_challenge", "inference_img_per_s", "serving, best img/s", "{:,.0f}"),
     ("07_transformer", "gpt_mfu_pct", "a 124M GPT's top rung without FP8, MFU of the data sheet's dense bf16 peak %",
      "{:.1f}"),
@@ -104,6 +108,12 @@ def days_of(data: dict, figures) -> str:
     return (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}") if days else data.get("date", "-")
 
 
+def _sig(v: float) -> str:
+    from helpers import tables  # the notebooks' own rounding
+
+    return tables.sig(v)
+
+
 def figures_block(results_dir: Path = ROOT / "results") -> str:
     """The table between the markers: one row per key figure, one column per GPU results file."""
     files = gpu_results(results_dir)
@@ -115,7 +125,7 @@ def figures_block(results_dir: Path = ROOT / "results") -> str:
         cells = []
         for _name, data in files:
             v = data["figures"].get(key)
-            cells.append("—" if v is None else fmt.format(v))
+            cells.append("—" if v is None else _sig(v) if fmt == SIG else fmt.format(v))
         rows.append(f"| `{nb}` | {label} (`{key}`) | " + " | ".join(cells) + " |")
     sources = ", ".join(f"`results/{n}`" for n, _ in files) or "none yet"
     note = (f"From {sources}; each column is one GPU's latest full-scale run of each notebook (the dates are "

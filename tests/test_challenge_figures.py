@@ -182,3 +182,66 @@ def test_costs_beside_gains_take_the_gain_from_the_img_s_as_printed():
     b = dataclasses.replace(v, name="b", img_per_s=1014.6, peak_mem_gb=2.0 * 2**30 / 1e9)
     (line,) = costs_beside_gains([a, b])  # unrounded: +1.419%, "+1.4%"; 1,015 ÷ 1,000 is +1.5%
     assert line.startswith("b: +1.5% img/s over a")
+
+
+def _timed(v, name: str, *, step_ms: float, steps: int, wall_s: float, slowest: float):
+    """``v`` as a rung of 256 images a step whose ``steps`` took ``step_ms`` each but one (``slowest``), over
+    ``wall_s`` seconds timed."""
+    rec = v.train.records[0]
+    recs = [dataclasses.replace(rec, step_ms=step_ms)] * (steps - 1) + [dataclasses.replace(rec, step_ms=slowest)]
+    cfg = dataclasses.replace(v.config, batch_size=256, grad_accum=1)
+    train = dataclasses.replace(v.train, config=cfg, step_ms_median=step_ms, steps=steps, wall_s=wall_s,
+                                records=tuple(recs))
+    return dataclasses.replace(v, name=name, config=cfg, train=train, img_per_s=steps * 256 / wall_s)
+
+
+def test_a_stall_outside_a_rungs_steps_is_named_from_its_figures():
+    """06's "+ custom kernels" read 15,698 img/s beside a 12.2 ms median step of 256 images (20,984 img/s), and the
+    fused optimizer's rung after it was credited with the fused kernel's gain; nothing printed said why."""
+    from helpers import tables
+    from helpers.challenge.ladder import STALL_SHARE, stall
+
+    session, v = _judged()
+    stalled = _timed(v, "+ custom kernels", step_ms=12.2, steps=76, wall_s=1.2394, slowest=320.0)
+    why = stall(stalled)
+    assert why.startswith("15,698 img/s against the 20,984 that 256 images per 12.2 ms median step give")
+    assert "0.31 s of its 1.24 s timed went beyond 76 steps at the median" in why and "slowest step took 320 ms" in why
+    # the reader's arithmetic on what it prints
+    assert tables.sig(256 / 0.0122, 5) == "20,984" and round(1.2394 - 76 * 0.0122, 2) == 0.31
+    # a rung a few percent below its steps (data waits, a slower step or two) is no stall; nor a run that never trained
+    steady = _timed(v, "+ fused optimizer", step_ms=11.9, steps=76, wall_s=76 * 0.0119 * 1.03, slowest=14.0)
+    assert stall(steady) == ""
+    assert stall(dataclasses.replace(stalled, train=None)) == ""
+    edge = 76 * 256 / ((1 - STALL_SHARE) * 256 / 0.0122)  # just at the limit: no stall
+    assert stall(_timed(v, "edge", step_ms=12.2, steps=76, wall_s=edge * 0.999, slowest=13.0)) == ""
+
+
+def test_the_ladder_judges_a_stalled_gpu_rung_again_and_keeps_the_second_run(monkeypatch, capsys):
+    from helpers.challenge import ladder as lad
+
+    session, v = _judged()
+    stalled = _timed(v, "+ custom kernels", step_ms=12.2, steps=76, wall_s=1.2394, slowest=320.0)
+    clean = _timed(v, "+ custom kernels", step_ms=12.1, steps=76, wall_s=76 * 0.0121 * 1.02, slowest=13.0)
+    slower_clean = _timed(v, "+ custom kernels", step_ms=12.3, steps=76, wall_s=76 * 0.0123 * 1.02, slowest=13.0)
+    rung = lad.Rung("+ custom kernels", "fused pool", Submission("+ custom kernels", v.config))
+    monkeypatch.setattr(lad.env, "has_cuda", lambda: True)
+
+    def climbed(*runs):
+        queue = list(runs)
+        monkeypatch.setattr(lad, "judge", lambda *a, **k: queue.pop(0))
+        seen = []
+        out = lad.climb([rung], session, baseline=v, on_verdict=seen.append)
+        assert out == seen and not queue  # each judged run used, and only the kept one reported
+        return out, capsys.readouterr().out
+
+    (kept,), said = climbed(stalled, slower_clean)
+    assert kept is slower_clean  # the second run, though a clean run could read slower: no best of two
+    assert "+ custom kernels: 15,698 img/s against the 20,984" in said and "Judged again, and the second run kept" in said
+    (kept,), said = climbed(clean)
+    assert kept is clean and said == ""
+    (kept,), said = climbed(stalled, stalled)
+    assert kept is stalled and "the stall came back, so it belongs to this rung" in said
+    # on a CPU (a smoke run on a shared host) no judging again: a second run would cost the smoke budget a minute
+    monkeypatch.setattr(lad.env, "has_cuda", lambda: False)
+    (kept,), said = climbed(stalled)
+    assert kept is stalled and "Judged again" not in said

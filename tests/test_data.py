@@ -123,3 +123,18 @@ def test_gpu_resident_loader_refuses_bad_batch_sizes():
 def test_cifar10_without_network_gives_a_clear_message(tmp_path):
     with pytest.raises(RuntimeError, match="synthetic"):
         data.cifar10(tmp_path, download=False)
+
+
+def test_the_loops_data_phase_is_placed_against_the_two_rates_timed_alone():
+    """01 read "feeds about 1,404 img/s … inside the loop its data phase made 692 img/s", and its prose called a 2×
+    gap host drift "by tens of percent", where 692 is the one-thread rate the cell had also timed (708)."""
+    from helpers.data import loop_against_alone
+
+    assert loop_against_alone(692, 1404, 708, 16).startswith("about the one-thread rate")
+    assert loop_against_alone(1350, 1404, 708, 16) == "about the rate timed alone with 16 threads"
+    assert loop_against_alone(1000, 1404, 708, 16).startswith("between the two rates timed alone")
+    assert loop_against_alone(500, 1404, 708, 16).startswith("below both rates timed alone")
+    assert loop_against_alone(1800, 1404, 708, 16).startswith("above both rates timed alone")
+    assert loop_against_alone(1000, 1040, 990, 2).startswith("about both rates timed alone")
+    # the H100's earlier reading, 1,094 in the loop against 851 alone (and the one-thread rate below it)
+    assert loop_against_alone(1094, 851, 700, 16).startswith("above both")

@@ -316,7 +316,11 @@ def test_runs_to_the_target_are_ranked_quickest_first_beside_the_ladder_in_one_f
     db = tmp_path / "lb.sqlite"
     lb.add(_sealed(db, "fused pool", _figures(9000.0)), path=db)
     slow = lb.add(_tt_sealed(db, "Bo", _tt_figures(30.0)), path=db)
-    assert str(slow).startswith("'Bo' added: 30 s to the target, rank 1 of 1 to the target on NVIDIA H100")
+    # the time as the board's table prints it, trailing zero kept (06 read "1.6 s" beside the table's 1.60)
+    assert str(slow).startswith("'Bo' added: 30.0 s to the target, rank 1 of 1 to the target on NVIDIA H100")
+    readable_time = __import__("helpers.tables", fromlist=["readable"]).readable(
+        lb.table("NVIDIA H100 80GB HBM3", path=db, kind="to_target")).shown["time to target s"].iloc[0]
+    assert readable_time == "30.0"
     quick = lb.add(_tt_sealed(db, "Ada", _tt_figures(12.5, images=12_288)), path=db)  # fewer images, quicker
     assert quick.rank == 1 and quick.of == 2 and quick.kind == "to_target"
     lb.add(_tt_sealed(db, "Cy", _tt_figures(20.0), header={"device": "NVIDIA H200"}), path=db)
@@ -336,11 +340,11 @@ def test_a_quicker_rerun_replaces_a_run_to_the_target_and_a_slower_one_is_kept_o
     db = tmp_path / "lb.sqlite"
     first = lb.add(_tt_sealed(db, figures=_tt_figures(20.0)), path=db)
     slower = lb.add(_tt_sealed(db, figures=_tt_figures(25.0)), path=db)
-    assert slower.outcome == "kept" and str(slower).startswith("kept your best: 'Ada' stays at 20 s (2026-11-23); "
-                                                               "this run's 25 s was not added")
+    assert slower.outcome == "kept" and str(slower).startswith("kept your best: 'Ada' stays at 20.0 s (2026-11-23); "
+                                                               "this run's 25.0 s was not added")
     quicker = lb.add(_tt_sealed(db, figures=_tt_figures(15.0)), path=db)
     assert quicker.outcome == "replaced" and quicker.row_id == first.row_id
-    assert str(quicker).startswith("'Ada' replaced its earlier run (20 s, 2026-11-23) with this quicker one: 15 s")
+    assert str(quicker).startswith("'Ada' replaced its earlier run (20.0 s, 2026-11-23) with this quicker one: 15.0 s")
     assert list(lb.entries(path=db, kind="to_target")["time_to_target_s"]) == [15.0]
 
 
@@ -837,3 +841,19 @@ def test_a_run_to_the_targets_row_shows_img_per_s_as_its_images_over_its_seconds
     assert (shown["time to target s"], shown["images"], shown["img/s"]) == ("1.62", "36,864", "22,756")
     assert round(float(t.iloc[0]["img_per_s"])) == 22_694
     assert tables.percent(float(t.iloc[0]["mfu_pct"])) == "34.9"  # 22,756 ÷ 65,257, as the row reads
+
+
+def test_a_ladder_rows_speed_up_reads_as_its_img_s_over_its_baseline_as_shown(tmp_path):
+    """06's board read 50.2× beside 21,516 img/s and a baseline of 428 (50.27), where the ladder's own line read
+    50.3×: the column is shown from the two rates as the row prints them; the entry keeps the ranked ratio."""
+    from helpers.tables import readable
+
+    db = tmp_path / "lb.sqlite"
+    figures = {**_figures(21_516.3), "baseline_img_per_s": 428.2, "speedup": 21_516.3 / 428.2,
+               "speedup_bound": CEILING / 428.2}
+    lb.add(_sealed(db, "+ padded conv1", figures), path=db)
+    t = lb.table("NVIDIA H100 80GB HBM3", path=db)
+    shown = readable(t).shown
+    assert (shown["img/s"].iloc[0], shown["baseline img/s"].iloc[0]) == ("21,516", "428")
+    assert shown["speed-up ×"].iloc[0] == "50.3"  # 21,516 ÷ 428; the unrounded ratio, 50.248, read 50.2
+    assert t.loc[1, "speedup"] == pytest.approx(21_516.3 / 428.2)

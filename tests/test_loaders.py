@@ -247,6 +247,17 @@ def test_the_worker_sweep_says_what_its_own_numbers_show_past_the_cores_and_for_
     assert loaders.worker_sweep_reading(_sweep({2: 1200, 4: 1500}, 4), cores=4) == ""  # nothing past, no 0 and 1
 
 
+def test_the_sweeps_gain_past_the_cores_is_the_tables_gain_of_the_rates_as_printed():
+    """02 on one H200 read "24 workers read 4,892 img/s against 4,570 for 16 … 7.1% more" beside the table's gain
+    column's 7.0: the sentence divided the unrounded rates (4,892.45 ÷ 4,569.6 is 1.0707), the table the printed
+    ones (4,892 ÷ 4,570 is 1.0705)."""
+    sweep = _sweep({0: 848, 1: 572, 16: 4569.6, 24: 4892.45}, 16)
+    said = loaders.worker_sweep_reading(sweep, cores=16)
+    table_gain = loaders.worker_sweep_table(sweep).shown["gain over previous %"].iloc[-1]
+    assert table_gain == "7.0"
+    assert "24 workers read 4,892 img/s against 4,570 for 16, the largest count within them: 7.0% more" in said
+
+
 def test_a_fall_that_came_within_the_cores_is_not_blamed_on_them():
     """02 on one H200 (16 cores): "24 workers read 3,760 against 4,641 for the best within them (15 workers): 19.0%
     less. Past the cores the workers share them…", while 16 workers, within the cores, had already read 3,969."""

@@ -53,3 +53,13 @@ def test_a_columns_date_is_the_span_of_the_days_its_figures_were_measured(tmp_pa
                         "not_a_key_figure": "2026-11-20"}}))
     assert rf.figures_block(tmp_path).splitlines()[1].endswith("| NVIDIA H200 (2026-11-27 to 2026-11-28) |")
     assert rf.days_of({"date": "2026-11-22", "figures": {"a": 1}}, ["a", "b"]) == "2026-11-22"  # an older file
+
+
+def test_a_time_keeps_its_trailing_zero_as_the_notebooks_print_it(tmp_path):
+    """The README read the reference solution's time to the target as "1.6" s beside 06's "1.60"."""
+    _write(tmp_path, "nvidia-h200.json", "NVIDIA H200", {"reference_time_to_target_s": 1.5993,
+                                                        "baseline_time_to_target_s": 50.04, "inference_p99_ms_bs1": 0.165})
+    rows = {line.split("`")[3]: line for line in rf.figures_block(tmp_path).splitlines() if line.startswith("| `")}
+    assert rows["reference_time_to_target_s"].endswith("| 1.60 |")
+    assert rows["baseline_time_to_target_s"].endswith("| 50.0 |")
+    assert rows["inference_p99_ms_bs1"].endswith("| 0.165 |")

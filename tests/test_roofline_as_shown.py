@@ -4,6 +4,8 @@ printed beside it: the cases a review of the H200 exports found (bf16 matmul 786
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -151,16 +153,24 @@ def test_06s_top_rung_table_shares_are_the_shown_rates_quotient():
     assert [_exact_pct(p, H200) for p in (fc, pool)] == ["52.8", "80.5"]
     kernels = _step_kernels([fc, pool])
     shown = kernels.readable(H200).shown
-    # the roof is FLOP/byte × 4.264 as shown (170 × 4.264 = 725, not the unrounded 726), so FC reads 384 ÷ 725
-    assert list(shown["roof TFLOP/s"]) == ["725", "3.10"] and list(shown["% of roof"]) == ["53.0", "80.6"]
+    # the roof is FLOP/byte × 4.264 as shown (170 × 4.264 = 725, not the unrounded 726); both rows sit under the
+    # sloped roof, so each share is the GB/s moved over the copy ceiling, the four-figure arithmetic: 06 read
+    # "2.49 … 3.11 … 3,425 … 80.1", where 3,425 ÷ 4,271 is 80.2
+    assert list(shown["roof TFLOP/s"]) == ["725", "3.10"] and list(shown["% of roof"]) == ["53.0", "80.7"]
     for _, row in shown.iterrows():
-        assert row["% of roof"] == _shown_quotient(row)
         fpb, achieved = tables.as_shown(row["FLOP/byte"]), tables.as_shown(row["achieved TFLOP/s"])
         assert row["roof TFLOP/s"] == tables.sig(min(787, fpb * 4.264))
         assert row["GB/s moved"] == tables.sig(1e3 * achieved / fpb)  # 06 read 2,247 where 383 ÷ 170 is 2,253
+        assert row["% of roof"] == tables.percent(100 * tables.as_shown(row["GB/s moved"]) / 4264)
+        # and within what the three-figure rates' own rounding allows
+        half = 0.5 * 10 ** (math.floor(math.log10(achieved)) - 2)
+        roof, roof_half = tables.as_shown(row["roof TFLOP/s"]), 0.5 * 10 ** (math.floor(math.log10(
+            tables.as_shown(row["roof TFLOP/s"]))) - 2)
+        low, high = 100 * (achieved - half) / (roof + roof_half), 100 * (achieved + half) / (roof - roof_half)
+        assert low <= tables.as_shown(row["% of roof"]) <= high
     # the figures 06 records from the table read as the table does
     recorded = kernels.table(H200).set_index("kernels")["% of roof"]
-    assert recorded["fused pool forward"] == 80.6 and recorded["fully connected (GEMM)"] == 53.0
+    assert recorded["fused pool forward"] == 80.7 and recorded["fully connected (GEMM)"] == 53.0
 
 
 def test_06s_table_keeps_the_reason_for_a_share_past_its_roof():

@@ -4,7 +4,7 @@
     cfg = GPTConfig.full()                      # 12 layers, width 768, 12 heads, 1,024 tokens, vocab 50,304 (GPU)
     model = GPT(cfg, attention="sdpa", checkpoint="none")
     logits, loss = model(idx, targets)          # idx, targets: (batch, T) token ids; loss None without targets
-    model.attention = "manual"                  # the written-out softmax(QKᵀ/√d + mask)V: keeps the T×T scores
+    model.attention = "manual"                  # the written-out softmax(QKᵀ/√d + mask)V: keeps the T×T softmax
     model.checkpoint = "mlp"                    # recompute each block's MLP in backward instead of keeping it
     model.checkpoint, model.saves = "selective", saves_matmuls   # keep what saves(op) says, recompute the rest
     cfg.param_count(), cfg.param_count(non_embedding=False)   # counted from the shape, no model needed
@@ -142,9 +142,11 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
                                                is_causal=True)
         else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T): the scores, kept
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T): the scores
             causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)  # a token sees itself and the past
+            # a token sees itself and the past. Backward keeps the softmax's output (float32 under autocast, which
+            # also keeps the half-precision copy the matmul below reads) and the mask, not the scores
+            att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
             y = self.attn_dropout(att) @ v
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
