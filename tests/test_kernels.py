@@ -587,13 +587,17 @@ def test_the_separate_adds_are_set_beside_the_launch_cost_they_repeat():
 
     lo = launches.LaunchOverhead(host_us_per_launch=8.7, gpu_us_per_kernel=1.2, launches=20_000, device="cuda")
     table = pd.DataFrame({"variant": ["1000 separate add_ calls"], "ms": [8.9]})
-    assert launches.separate_adds_text(lo, table) == ("1000 separate add_ calls: 8.9 µs each, the cost of one launch "
-                                                       "above (8.7 µs)")
+    assert launches.separate_adds_text(lo, table) == ("1000 separate add_ calls: 8.90 µs each, the cost of one launch "
+                                                       "above (8.70 µs)")
     slow = launches.separate_adds_text(lo, table.assign(ms=[13.2]))
-    assert "13.2 µs each, 1.5× the 8.7 µs per launch measured above" in slow and "1000 tensors of 256" in slow
+    assert "13.2 µs each, 1.5× the 8.70 µs per launch measured above" in slow and "1000 tensors of 256" in slow
     # 03 once read "9.5 µs each, the cost of one launch above (12.0 µs)": 21% apart is not "the cost"
     fast = launches.separate_adds_text(launches.LaunchOverhead(12.0, 0.9, 20_000, "cuda"), table.assign(ms=[9.5]))
-    assert "9.5 µs each, 0.79× the 12.0 µs per launch measured above, in another way" in fast
+    assert "9.50 µs each, 0.79× the 12.00 µs per launch measured above, in another way" in fast
+    # each figure as the table and the launch line print them, the ratio from those (9.37 ÷ 11.84 is 0.79, where
+    # 9.4 ÷ 11.8 had read 0.80)
+    h200 = launches.separate_adds_text(launches.LaunchOverhead(11.8412, 0.9, 20_000, "cuda"), table.assign(ms=[9.3702]))
+    assert "9.37 µs each, 0.79× the 11.84 µs per launch measured above" in h200
     cpu = launches.LaunchOverhead(host_us_per_launch=2.0, gpu_us_per_kernel=None, launches=2_000, device="cpu")
     assert "the cost of one tiny op above" in launches.separate_adds_text(cpu, table.assign(ms=[2.1]))
 
