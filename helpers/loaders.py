@@ -442,7 +442,7 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
         best_out = beyond.loc[beyond.img_per_s.idxmax()]
         # each change from the two rates as the sentence (and the table's gain column) print them, whole: 02 read
         # "4,892 img/s against 4,570 … 7.1% more" beside the table's 7.0, where 4,892 ÷ 4,570 is 1.0705
-        change = round(best_out.img_per_s) / round(last_in.img_per_s) - 1
+        change = tables.ratio_as_shown(best_out.img_per_s, last_in.img_per_s) - 1
         head = (f"Past the {cores} usable cores, {int(best_out.num_workers)} workers read "
                 f"{best_out.img_per_s:,.0f} img/s against {last_in.img_per_s:,.0f} for {int(last_in.num_workers)}, "
                 "the largest count within them")
@@ -459,7 +459,7 @@ def worker_sweep_reading(sweep: "pandas.DataFrame", *, cores: int) -> str:  # no
         else:
             said.append(head + f": about the same (within {SAME_WITHIN:.0%}). Past the cores the workers share "
                         "them: what one worker leaves idle while it waits, another fills, and nothing more.")
-        fell_within = round(last_in.img_per_s) / round(best_in.img_per_s) - 1
+        fell_within = tables.ratio_as_shown(last_in.img_per_s, best_in.img_per_s) - 1
         if int(best_in.num_workers) != int(last_in.num_workers) and fell_within < -SAME_WITHIN:
             where = (", read from the grid, timed apart from the sweep"
                      if "source" in sweep and best_in.get("source") == "grid" else "")

@@ -127,6 +127,20 @@ def rate_as_shown(count: float, time: float, digits: int = 3) -> float:
     return count / as_shown(sig(time, digits))
 
 
+def ratio_as_shown(top: float, bottom: float) -> float:
+    """``top`` over ``bottom``, two rates as a line prints them (whole, :func:`whole`), divided: the ratio a reader's
+    own division of the printed figures gives (06 read "7.76×" beside 5,591 and 721 img/s, where 5,591 ÷ 721 is
+    7.75). NaN where either is not finite; the unrounded ratio where ``bottom`` prints as 0.
+
+    >>> round(ratio_as_shown(5591.49, 720.6), 4), round(5591.49 / 720.6, 4)
+    (7.7545, 7.7595)
+    """
+    if not (math.isfinite(top) and math.isfinite(bottom)):
+        return math.nan
+    shown_top, shown_bottom = as_shown(whole(top)), as_shown(whole(bottom))
+    return shown_top / shown_bottom if shown_bottom > 0 else top / bottom
+
+
 def times_as_shown(top: str, bottom: str, digits: int = 3) -> str:
     """``top`` over ``bottom``, two figures as a sentence prints them, as "N×": the ratio printed beside them is the
     reader's own division of what they read (03 printed "eager 0.704 ms, compiled 0.129 ms (5.4×)" from the

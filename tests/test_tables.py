@@ -346,3 +346,15 @@ def test_a_saving_against_the_base_row_and_a_column_to_fixed_decimals_read_as_sh
     with pytest.raises(ValueError, match="saved % of base"):
         tables.readable(df.assign(x=1.0).pipe(lambda d: d.attrs.update(ratio_of={"x": ("peak GiB", "fp32", "?")})
                                               or d))
+
+
+def test_two_rates_and_a_rate_over_a_time_divide_as_printed():
+    # 06 read "7.76×" beside 5,591 and 721 img/s (5,591 ÷ 721 is 7.75); 02 read "7.1% more" beside a gain of 7.0
+    assert tables.ratio_as_shown(5591.49, 720.6) == 5591 / 721
+    assert round(100 * (tables.ratio_as_shown(4892.4, 4569.6) - 1), 1) == 7.0  # 4,892 ÷ 4,570, as the table's gain
+    assert round(100 * (4892.4 / 4569.6 - 1), 1) == 7.1  # what the unrounded rates had printed beside it
+    assert math.isnan(tables.ratio_as_shown(math.nan, 721)) and math.isnan(tables.ratio_as_shown(5591, math.inf))
+    assert tables.ratio_as_shown(3.0, 0.4) == 7.5  # a rate that prints as 0: no division of printed figures exists
+    # a time to three figures: 36,864 images in 1.6244 s read "1.62 s", and 36,864 ÷ 1.62 is 22,756
+    assert round(tables.rate_as_shown(36_864, 1.6244)) == 22_756
+    assert math.isnan(tables.rate_as_shown(36_864, 0.0)) and math.isnan(tables.rate_as_shown(1, math.nan))

@@ -66,10 +66,7 @@ def speedup_as_shown(img_per_s: float, baseline_img_per_s: float) -> float:
     The leaderboard ranks the unrounded ratio (``Verdict.speedup``: its sealed checks derive it again from the raw
     images and seconds, and refuse a speed-up that is not img/s over the baseline's to 1e-5); this is what is printed.
     """
-    if not (math.isfinite(img_per_s) and math.isfinite(baseline_img_per_s)):
-        return math.nan
-    top, base = tables.as_shown(tables.whole(img_per_s)), tables.as_shown(tables.whole(baseline_img_per_s))
-    return top / base if base > 0 else img_per_s / baseline_img_per_s
+    return tables.ratio_as_shown(img_per_s, baseline_img_per_s)
 
 
 @dataclasses.dataclass(frozen=True)

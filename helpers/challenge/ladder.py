@@ -183,7 +183,7 @@ def stall(v: Verdict) -> str:
         return ""
     images = v.config.batch_size * v.config.grad_accum
     step_ms = tables.sig(t.step_ms_median)  # the step as the table beside the line prints it
-    from_steps = images / (tables.as_shown(step_ms) / 1e3)
+    from_steps = 1e3 * tables.rate_as_shown(images, t.step_ms_median)
     if v.img_per_s >= (1 - STALL_SHARE) * from_steps:
         return ""
     beyond = t.wall_s - t.steps * t.step_ms_median / 1e3
